@@ -1,0 +1,3 @@
+module github.com/gopasta/gopasta
+
+go 1.26.8
