@@ -23,10 +23,10 @@ type NetParams struct {
 	// IPv6: the namespace's global address (handed out by DHCPv6 as a /128,
 	// and its /64 advertised for SLAAC), the gateway (often link-local), and
 	// our own link-local address, the source of NDP and RA messages.
-	Addr6      netip.Addr
-	Prefix6    int
-	Gateway6   netip.Addr
-	OurLL6     netip.Addr // fe80::... derived from OurMAC unless Gateway6 is link-local
+	Addr6    netip.Addr
+	Prefix6  int
+	Gateway6 netip.Addr
+	OurLL6   netip.Addr // fe80::... derived from OurMAC unless Gateway6 is link-local
 
 	// DNS servers and search domains advertised by DHCP, DHCPv6 and RAs
 	// (empty when --no-dhcp-dns / --no-dhcp-search).
