@@ -1,0 +1,138 @@
+package ns
+
+import (
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Spawn re-executes /proc/self/exe, which in tests is the test binary: turn
+// it into the init here, before the testing package parses flags. An init
+// function rather than TestMain leaves TestMain free for the package.
+func init() {
+	if IsInitStub() {
+		InitStubMain()
+	}
+}
+
+const envNobodyTest = "GOPASTA_NS_TEST_AS_NOBODY"
+
+// asNobody makes the calling test run as uid/gid 65534. In the normal (root)
+// run it re-executes the test binary for just this test with those
+// credentials, reports the result and returns false: the caller returns
+// too. In that re-run it returns true and the caller does its checks.
+func asNobody(t *testing.T) bool {
+	t.Helper()
+	if os.Getenv(envNobodyTest) == t.Name() {
+		if os.Getuid() != 65534 {
+			t.Fatalf("re-run as nobody: uid %d, want 65534", os.Getuid())
+		}
+		return true
+	}
+	if os.Getuid() != 0 {
+		t.Skip("switching to uid 65534 needs root")
+	}
+	// The go test binary sits in a 0700 build directory: copy it where
+	// uid 65534 can execute it.
+	dir, err := os.MkdirTemp("", "gopasta-ns-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "ns.test")
+	copyFile(t, self, bin, 0o755)
+
+	parts := strings.Split(t.Name(), "/")
+	for i, p := range parts {
+		parts[i] = "^" + regexp.QuoteMeta(p) + "$"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "-test.run="+strings.Join(parts, "/"), "-test.v", "-test.count=1", "-test.timeout=80s")
+	cmd.Dir = "/"
+	cmd.Env = append(os.Environ(), envNobodyTest+"="+t.Name(), "TMPDIR=/tmp", "HOME=/tmp")
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}},
+		Pdeathsig:  syscall.SIGKILL,
+	}
+	out, err := cmd.CombinedOutput()
+	t.Logf("as uid 65534:\n%s", out)
+	switch {
+	case err != nil:
+		t.Fatalf("re-run as uid 65534 failed: %v", err)
+	case strings.Contains(string(out), "--- SKIP"):
+		t.Skip("skipped as uid 65534 (see log)")
+	case !strings.Contains(string(out), "--- PASS"):
+		t.Fatalf("re-run as uid 65534 ran no test")
+	}
+	return false
+}
+
+func copyFile(t *testing.T, from, to string, mode os.FileMode) {
+	t.Helper()
+	src, err := os.Open(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	dst, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		t.Fatal(err)
+	}
+	if err := dst.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// worldDir returns a temporary directory that every uid can use, for files
+// shared between the test and the namespace's root (which is the test's uid
+// on the host, but not necessarily its owner after asNobody).
+func worldDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func TestWithoutStubEnv(t *testing.T) {
+	in := []string{"A=1", envInit + "=1", envHostname + "=x", "GOPASTA_INITX=2", "B=" + envInit + "=1"}
+	got := strings.Join(withoutStubEnv(in), " ")
+	want := "A=1 GOPASTA_INITX=2 B=" + envInit + "=1"
+	if got != want {
+		t.Errorf("withoutStubEnv: got %q, want %q", got, want)
+	}
+}
+
+func TestTerminates(t *testing.T) {
+	for _, tc := range []struct {
+		sig  syscall.Signal
+		want bool
+	}{
+		{syscall.SIGTERM, true}, {syscall.SIGINT, true}, {syscall.SIGHUP, true},
+		{syscall.SIGCHLD, false}, {syscall.SIGWINCH, false}, {syscall.SIGTSTP, false},
+		{0, false}, {65, false},
+	} {
+		if got := terminates(tc.sig); got != tc.want {
+			t.Errorf("terminates(%d): got %v, want %v", tc.sig, got, tc.want)
+		}
+	}
+}

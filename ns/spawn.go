@@ -1,0 +1,239 @@
+package ns
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// SpawnConfig describes the command to run in new namespaces.
+type SpawnConfig struct {
+	Command  []string // argv; the caller resolves the default ($SHELL or /bin/sh)
+	Hostname string   // set in the new UTS namespace; "" keeps the host's name
+	// Host ids mapped to 0 inside. Zero means the caller's own ids: mapping
+	// host root needs root anyway, and then os.Getuid() is 0 too.
+	UID, GID int
+	// Standard streams of the command; nil means gopasta's own.
+	Stdin, Stdout, Stderr *os.File
+	Env                   []string // nil = os.Environ()
+}
+
+// A Child is the init process of a spawned namespace set. It runs the
+// command once Release is called, forwards signals to it and exits with its
+// status.
+type Child struct {
+	Pid int // host pid of the namespace init; its namespaces are the command's
+
+	cmd      *exec.Cmd
+	ctl      *os.File // write end of the control pipe: go-ahead, then signals
+	ttyFiles []*os.File
+
+	mu       sync.Mutex
+	released bool
+
+	done   chan struct{} // closed once the init has been reaped
+	status int
+	err    error
+}
+
+// Spawn starts the namespace init. On return the user, network, UTS, IPC,
+// mount and PID namespaces exist and can be joined through /proc/<Pid>/ns/,
+// but the command has not started: it runs once Release is called, so it
+// never sees an unconfigured network.
+func Spawn(cfg SpawnConfig) (*Child, error) {
+	if len(cfg.Command) == 0 || cfg.Command[0] == "" {
+		return nil, errors.New("ns: spawn: no command")
+	}
+	for _, a := range cfg.Command {
+		if strings.IndexByte(a, 0) >= 0 {
+			return nil, errors.New("ns: spawn: command contains a NUL byte")
+		}
+	}
+	if strings.IndexByte(cfg.Hostname, 0) >= 0 || len(cfg.Hostname) > 64 {
+		return nil, fmt.Errorf("ns: spawn: invalid hostname %q (at most 64 bytes)", cfg.Hostname)
+	}
+	uid, gid := cfg.UID, cfg.GID
+	if uid == 0 {
+		uid = os.Getuid()
+	}
+	if gid == 0 {
+		gid = os.Getgid()
+	}
+	if uid < 0 || gid < 0 {
+		return nil, fmt.Errorf("ns: spawn: invalid uid %d / gid %d", uid, gid)
+	}
+	std := [3]*os.File{cfg.Stdin, cfg.Stdout, cfg.Stderr}
+	for i, def := range []*os.File{os.Stdin, os.Stdout, os.Stderr} {
+		if std[i] == nil {
+			std[i] = def
+		}
+	}
+	env := cfg.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	env = withoutStubEnv(env)
+	env = append(env, envInit+"="+initProtocol)
+	if cfg.Hostname != "" {
+		env = append(env, envHostname+"="+cfg.Hostname)
+	}
+
+	ctlR, ctlW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("ns: spawn: %w", err)
+	}
+	cmd := &exec.Cmd{
+		Path:       "/proc/self/exe",
+		Args:       append([]string{stubArgv0}, cfg.Command...),
+		Env:        env,
+		Stdin:      std[0],
+		Stdout:     std[1],
+		Stderr:     std[2],
+		ExtraFiles: []*os.File{ctlR}, // fd 3 (ctlFd) in the stub
+		SysProcAttr: &syscall.SysProcAttr{
+			Cloneflags: unix.CLONE_NEWUSER | unix.CLONE_NEWNET | unix.CLONE_NEWUTS |
+				unix.CLONE_NEWIPC | unix.CLONE_NEWNS | unix.CLONE_NEWPID,
+			UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}},
+			GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: gid, Size: 1}},
+			GidMappingsEnableSetgroups: false,
+			// If gopasta dies the namespace has no network left: take the
+			// init, and with it every process in the PID namespace, along.
+			Pdeathsig: unix.SIGKILL,
+		},
+	}
+	c := &Child{cmd: cmd, ctl: ctlW, ttyFiles: std[:], done: make(chan struct{})}
+
+	// Pdeathsig fires when the forking OS *thread* exits, not the process.
+	// Fork from a locked goroutine that stays alive until the init is
+	// reaped, so a thread discarded by the runtime never kills the child.
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		werr := cmd.Wait()
+		c.status, c.err = exitStatus(cmd.ProcessState, werr)
+		ctlW.Close()
+		close(c.done)
+	}()
+	err = <-started
+	ctlR.Close()
+	if err != nil {
+		ctlW.Close()
+		return nil, fmt.Errorf("ns: spawn namespaces: %w%s", err, spawnHint(err))
+	}
+	c.Pid = cmd.Process.Pid
+	return c, nil
+}
+
+func spawnHint(err error) string {
+	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) || errors.Is(err, unix.ENOSPC) {
+		return " (unprivileged user namespaces may be disabled: check kernel.unprivileged_userns_clone, user.max_user_namespaces and AppArmor's userns restriction)"
+	}
+	return ""
+}
+
+// NetNSPath returns the path of the child's network namespace.
+func (c *Child) NetNSPath() string { return "/proc/" + strconv.Itoa(c.Pid) + "/ns/net" }
+
+// UserNSPath returns the path of the child's user namespace.
+func (c *Child) UserNSPath() string { return "/proc/" + strconv.Itoa(c.Pid) + "/ns/user" }
+
+// Release tells the init that the network is ready: the command starts.
+func (c *Child) Release() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.released {
+		return ErrReleased
+	}
+	c.released = true
+	if _, err := c.ctl.Write([]byte{ctlGo}); err != nil {
+		return fmt.Errorf("ns: release command: namespace init is gone: %w", err)
+	}
+	return nil
+}
+
+// Signal forwards sig to the command (or, before Release, makes the init
+// exit with 128+sig without running it). SIGKILL kills the init and with it
+// the whole PID namespace.
+//
+// The command shares gopasta's process group, so a terminal's SIGINT and
+// SIGQUIT reach it directly; when the terminal's foreground process group is
+// gopasta's, Signal drops those two rather than deliver them twice.
+func (c *Child) Signal(sig os.Signal) error {
+	s, ok := sig.(syscall.Signal)
+	if !ok || s <= 0 || s > 64 {
+		return fmt.Errorf("ns: unsupported signal %v", sig)
+	}
+	select {
+	case <-c.done:
+		return os.ErrProcessDone
+	default:
+	}
+	if s == unix.SIGKILL {
+		return c.cmd.Process.Kill()
+	}
+	if (s == unix.SIGINT || s == unix.SIGQUIT) && c.terminalSentIt() {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, err := c.ctl.Write([]byte{byte(s)}); err != nil {
+		return os.ErrProcessDone
+	}
+	return nil
+}
+
+// terminalSentIt reports whether the command's terminal has gopasta's
+// process group in the foreground, i.e. whether a SIGINT/SIGQUIT we got
+// most likely came from the keyboard and hit the command as well.
+func (c *Child) terminalSentIt() bool {
+	pgrp := unix.Getpgrp()
+	for _, f := range c.ttyFiles {
+		fg, err := unix.IoctlGetInt(int(f.Fd()), unix.TIOCGPGRP)
+		if err == nil {
+			return fg == pgrp
+		}
+	}
+	return false
+}
+
+// Wait waits for the init to exit and returns the command's exit status,
+// 128+N if it was killed by signal N. err is set only when the status could
+// not be obtained. Wait may be called more than once.
+func (c *Child) Wait() (status int, err error) {
+	<-c.done
+	return c.status, c.err
+}
+
+// Done is closed when the init has exited and Wait will not block.
+func (c *Child) Done() <-chan struct{} { return c.done }
+
+func exitStatus(ps *os.ProcessState, werr error) (int, error) {
+	if ps == nil {
+		return 0, fmt.Errorf("ns: wait for namespace init: %w", werr)
+	}
+	ws, ok := ps.Sys().(syscall.WaitStatus)
+	if !ok {
+		return ps.ExitCode(), nil
+	}
+	switch {
+	case ws.Exited():
+		return ws.ExitStatus(), nil
+	case ws.Signaled():
+		return 128 + int(ws.Signal()), nil
+	}
+	return 0, fmt.Errorf("ns: namespace init ended with wait status %#x", uint32(ws))
+}

@@ -1,0 +1,330 @@
+package ns
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// spawned is a Child plus its captured stdout+stderr.
+type spawned struct {
+	*Child
+	mu   sync.Mutex
+	out  bytes.Buffer
+	eof  chan struct{}
+	stop sync.Once
+}
+
+func (s *spawned) output() string {
+	<-s.eof
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.out.String()
+}
+
+// spawnT spawns argv with output captured and registers cleanup by PID.
+func spawnT(t *testing.T, cfg SpawnConfig) *spawned {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	cfg.Stdin, cfg.Stdout, cfg.Stderr = null, w, w
+	c, err := Spawn(cfg)
+	w.Close()
+	if err != nil {
+		r.Close()
+		if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.ENOSPC) {
+			t.Skipf("user namespaces unavailable: %v", err)
+		}
+		t.Fatalf("Spawn(%q): %v", cfg.Command, err)
+	}
+	s := &spawned{Child: c, eof: make(chan struct{})}
+	go func() {
+		defer close(s.eof)
+		defer r.Close()
+		buf := make([]byte, 4096)
+		for {
+			n, err := r.Read(buf)
+			s.mu.Lock()
+			s.out.Write(buf[:n])
+			s.mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		c.Signal(syscall.SIGKILL)
+		select {
+		case <-c.Done():
+		case <-time.After(5 * time.Second):
+			t.Errorf("namespace init %d did not exit after SIGKILL", c.Pid)
+		}
+	})
+	return s
+}
+
+// waitT waits for the child with a bound and returns its status.
+func waitT(t *testing.T, s *spawned, d time.Duration) int {
+	t.Helper()
+	select {
+	case <-s.Done():
+	case <-time.After(d):
+		s.Signal(syscall.SIGKILL)
+		t.Fatalf("command did not exit within %v", d)
+	}
+	st, err := s.Wait()
+	if err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	return st
+}
+
+func TestSpawnExitStatus(t *testing.T) {
+	dir := t.TempDir()
+	noexec := filepath.Join(dir, "noexec")
+	if err := os.WriteFile(noexec, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		argv    []string
+		want    int
+		wantOut string
+	}{
+		{"exit7", []string{"sh", "-c", "exit 7"}, 7, ""},
+		{"true", []string{"true"}, 0, ""},
+		{"killed by TERM", []string{"sh", "-c", "kill -TERM $$"}, 143, ""},
+		{"killed by KILL", []string{"sh", "-c", "kill -KILL $$"}, 137, ""},
+		{"not found", []string{"gopasta-no-such-command-" + strconv.Itoa(os.Getpid())}, 127, "gopasta: cannot run gopasta-no-such-command-"},
+		{"missing path", []string{"/nonexistent/gopasta/cmd"}, 127, "gopasta: cannot run /nonexistent/gopasta/cmd"},
+		{"not executable", []string{noexec}, 126, "gopasta: cannot run " + noexec},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := spawnT(t, SpawnConfig{Command: tc.argv})
+			if err := s.Release(); err != nil {
+				t.Fatalf("Release: %v", err)
+			}
+			if got := waitT(t, s, 10*time.Second); got != tc.want {
+				t.Errorf("exit status: got %d, want %d (output %q)", got, tc.want, s.output())
+			}
+			if out := s.output(); !strings.Contains(out, tc.wantOut) {
+				t.Errorf("output: got %q, want it to contain %q", out, tc.wantOut)
+			}
+		})
+	}
+}
+
+func TestSpawnReleaseGating(t *testing.T) {
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "ran")
+	s := spawnT(t, SpawnConfig{Command: []string{"sh", "-c", "touch " + marker}})
+	time.Sleep(300 * time.Millisecond)
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("command ran before Release")
+	}
+	if err := s.Release(); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if err := s.Release(); !errors.Is(err, ErrReleased) {
+		t.Errorf("second Release: got %v, want ErrReleased", err)
+	}
+	if got := waitT(t, s, 10*time.Second); got != 0 {
+		t.Fatalf("exit status: got %d, want 0 (output %q)", got, s.output())
+	}
+	if _, err := os.Stat(marker); err != nil {
+		t.Errorf("command did not run after Release: %v", err)
+	}
+}
+
+// If gopasta goes away before Release, the init must quietly give up.
+func TestSpawnParentGoneBeforeRelease(t *testing.T) {
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "ran")
+	s := spawnT(t, SpawnConfig{Command: []string{"sh", "-c", "touch " + marker}})
+	s.ctl.Close() // what the kernel does when gopasta dies
+	if got := waitT(t, s, 10*time.Second); got != 1 {
+		t.Errorf("exit status: got %d, want 1", got)
+	}
+	if out := s.output(); out != "" {
+		t.Errorf("output: got %q, want none", out)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("command ran although it was never released")
+	}
+}
+
+func TestSpawnSignalBeforeRelease(t *testing.T) {
+	s := spawnT(t, SpawnConfig{Command: []string{"sleep", "100"}})
+	if err := s.Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("Signal: %v", err)
+	}
+	if got := waitT(t, s, 5*time.Second); got != 143 {
+		t.Errorf("exit status: got %d, want 143", got)
+	}
+	if err := s.Signal(syscall.SIGTERM); !errors.Is(err, os.ErrProcessDone) {
+		t.Errorf("Signal after exit: got %v, want os.ErrProcessDone", err)
+	}
+}
+
+func TestSpawnSignalForwarding(t *testing.T) {
+	for _, tc := range []struct {
+		sig  syscall.Signal
+		want int
+	}{
+		{syscall.SIGTERM, 143},
+		{syscall.SIGHUP, 129},
+		{syscall.SIGUSR1, 138},
+		{syscall.SIGKILL, 137},
+	} {
+		t.Run(tc.sig.String(), func(t *testing.T) {
+			s := spawnT(t, SpawnConfig{Command: []string{"sh", "-c", "echo ready; exec sleep 100"}})
+			if err := s.Release(); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				s.mu.Lock()
+				ready := strings.Contains(s.out.String(), "ready")
+				s.mu.Unlock()
+				if ready {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("command did not start within 5s")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			time.Sleep(100 * time.Millisecond) // let sh exec sleep
+			start := time.Now()
+			if err := s.Signal(tc.sig); err != nil {
+				t.Fatalf("Signal: %v", err)
+			}
+			if got := waitT(t, s, 3*time.Second); got != tc.want {
+				t.Errorf("exit status: got %d, want %d", got, tc.want)
+			}
+			if d := time.Since(start); d > time.Second {
+				t.Errorf("exit took %v after the signal, want under 1s", d)
+			}
+		})
+	}
+}
+
+// The init reaps orphans: a grandchild whose parent exited must not stay a
+// zombie in the PID namespace.
+func TestSpawnReapsOrphans(t *testing.T) {
+	s := spawnT(t, SpawnConfig{Command: []string{"sh", "-c",
+		`sh -c 'true & sleep 0.05 & exit 0'; sleep 0.5; for f in /proc/[0-9]*/stat; do cat $f; echo; done`}})
+	if err := s.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if got := waitT(t, s, 10*time.Second); got != 0 {
+		t.Fatalf("exit status: got %d, want 0 (output %q)", got, s.output())
+	}
+	for _, line := range strings.Split(s.output(), "\n") {
+		if i := strings.LastIndexByte(line, ')'); i >= 0 && strings.HasPrefix(line[i:], ") Z") {
+			t.Errorf("zombie left in the namespace: %s", line)
+		}
+	}
+}
+
+func TestSpawnNamespaces(t *testing.T) {
+	t.Run("root", func(t *testing.T) {
+		if os.Getuid() != 0 && os.Getenv(envNobodyTest) == "" {
+			t.Skip("needs root")
+		}
+		checkSpawnNamespaces(t)
+	})
+	t.Run("nobody", func(t *testing.T) {
+		if asNobody(t) {
+			checkSpawnNamespaces(t)
+		}
+	})
+}
+
+func checkSpawnNamespaces(t *testing.T) {
+	ip, err := exec.LookPath("ip")
+	if err != nil {
+		t.Skip("ip(8) not installed")
+	}
+	hostname := fmt.Sprintf("gopasta-ns-%d", os.Getpid())
+	script := `id -u; id -g; hostname; cat /proc/self/uid_map /proc/self/gid_map /proc/sys/net/ipv4/ping_group_range
+echo PIDS $(ls /proc | grep -E '^[0-9]+$')
+` + ip + ` -o link | cut -d: -f2 | tr -d ' ' | sed 's/^/LINK /'`
+	s := spawnT(t, SpawnConfig{Command: []string{"sh", "-c", script}, Hostname: hostname})
+	if err := s.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if got := waitT(t, s, 10*time.Second); got != 0 {
+		t.Fatalf("exit status: got %d, want 0 (output %q)", got, s.output())
+	}
+	lines := strings.Split(strings.TrimSpace(s.output()), "\n")
+	t.Logf("inside:\n%s", s.output())
+	if len(lines) < 8 {
+		t.Fatalf("got %d lines of output, want at least 8: %q", len(lines), lines)
+	}
+	field := func(s string) string { return strings.Join(strings.Fields(s), " ") }
+	uid, gid := os.Getuid(), os.Getgid()
+	for i, want := range []string{"0", "0", hostname,
+		fmt.Sprintf("0 %d 1", uid), fmt.Sprintf("0 %d 1", gid), "0 0"} {
+		if got := field(lines[i]); got != want {
+			t.Errorf("line %d: got %q, want %q", i, got, want)
+		}
+	}
+	var links []string
+	for _, l := range lines[6:] {
+		switch {
+		case strings.HasPrefix(l, "PIDS "):
+			pids := strings.Fields(l)[1:]
+			if len(pids) == 0 || pids[0] != "1" {
+				t.Errorf("pids in /proc: got %v, want the namespace's own, starting at 1", pids)
+			}
+			for _, p := range pids {
+				if n, _ := strconv.Atoi(p); n > 50 {
+					t.Errorf("pid %d visible: /proc is not the new PID namespace's (%v)", n, pids)
+					break
+				}
+			}
+		case strings.HasPrefix(l, "LINK "):
+			links = append(links, strings.TrimPrefix(l, "LINK "))
+		}
+	}
+	if strings.Join(links, ",") != "lo" {
+		t.Errorf("interfaces: got %v, want only lo", links)
+	}
+}
+
+func TestSpawnBadConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  SpawnConfig
+	}{
+		{"no command", SpawnConfig{}},
+		{"empty argv0", SpawnConfig{Command: []string{""}}},
+		{"NUL in arg", SpawnConfig{Command: []string{"sh", "a\x00b"}}},
+		{"long hostname", SpawnConfig{Command: []string{"true"}, Hostname: strings.Repeat("h", 65)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if c, err := Spawn(tc.cfg); err == nil {
+				c.Signal(syscall.SIGKILL)
+				c.Wait()
+				t.Fatal("Spawn: got no error, want one")
+			}
+		})
+	}
+}
