@@ -36,7 +36,16 @@ type Result struct {
 // String summarises the result for failure messages.
 func (r Result) String() string {
 	return fmt.Sprintf("exit %d (signaled=%v timedout=%v pipesheld=%v err=%v)\nstdout: %q\nstderr: %q",
-		r.Code, r.Signaled, r.TimedOut, r.PipesHeld, r.Err, r.Stdout, r.Stderr)
+		r.Code, r.Signaled, r.TimedOut, r.PipesHeld, r.Err, clip(r.Stdout), clip(r.Stderr))
+}
+
+// clip keeps failure messages readable when a program dumps its usage.
+func clip(s string) string {
+	const max = 1500
+	if len(s) <= max {
+		return s
+	}
+	return s[:max] + fmt.Sprintf("... [%d more bytes]", len(s)-max)
 }
 
 // PipeGrace is how long Wait keeps reading stdout/stderr after the process

@@ -1,0 +1,220 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gopasta/gopasta/internal/nstest"
+)
+
+// quitWithin is how fast gopasta must notice its namespace is gone (pasta
+// polls /proc paths once a second and watches /run/netns with inotify).
+const quitWithin = 2 * time.Second
+
+// startSleeper starts `unshare -Urn sleep 300` as u inside h, the way podman
+// and rootlesskit prepare a namespace, and returns its PID once sleep runs
+// in the new namespaces.
+func startSleeper(t *testing.T, h *nstest.Host, u nstest.User) (*nstest.Proc, int) {
+	t.Helper()
+	p := h.Start(u, "unshare", "-Urn", "sleep", "300")
+	pid := p.PID()
+	err := nstest.WaitFor(5*time.Second, func() error {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		if err != nil {
+			return err
+		}
+		if got := strings.TrimSpace(string(b)); got != "sleep" {
+			return fmt.Errorf("sleeper comm: got %q, want sleep", got)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("unshare -Urn sleep 300 as %s: %v", u.Name, err)
+	}
+	return p, pid
+}
+
+// linksOfPID lists the interfaces in pid's network namespace, entered the
+// rootless way (user namespace first) so it works for every identity.
+func linksOfPID(t *testing.T, h *nstest.Host, u nstest.User, pid int) func() ([]nstest.Link, error) {
+	return func() ([]nstest.Link, error) {
+		r := h.Run(u, "nsenter", "-t", strconv.Itoa(pid), "-U", "-n", "--preserve-credentials", "ip", "-j", "addr")
+		if r.Code != 0 {
+			return nil, fmt.Errorf("nsenter ip addr: %s", r)
+		}
+		return nstest.ParseLinks(r.Stdout)
+	}
+}
+
+// linksOfNetNS lists the interfaces of a named netns (root only).
+func linksOfNetNS(t *testing.T, name string) func() ([]nstest.Link, error) {
+	return func() ([]nstest.Link, error) {
+		r := nstest.Run(t, nstest.RootUser, "ip", "-n", name, "-j", "addr")
+		if r.Code != 0 {
+			return nil, fmt.Errorf("ip -n %s addr: %s", name, r)
+		}
+		return nstest.ParseLinks(r.Stdout)
+	}
+}
+
+// waitConfigured polls until the namespace's eth0 carries the host's
+// addresses, which --config-net copies.
+func waitConfigured(links func() ([]nstest.Link, error)) error {
+	return nstest.WaitFor(10*time.Second, func() error {
+		ls, err := links()
+		if err != nil {
+			return err
+		}
+		l, ok := nstest.FindLink(ls, nstest.HostIfName)
+		if !ok {
+			return fmt.Errorf("links: got %v, want %s", nstest.Names(ls), nstest.HostIfName)
+		}
+		got := l.GlobalAddrs()
+		for _, want := range []string{"192.0.2.1/24", "2001:db8::1/64"} {
+			if !slices.Contains(got, want) {
+				return fmt.Errorf("%s addresses: got %v, want %s among them", l.IfName, got, want)
+			}
+		}
+		if l.MTU != 65520 {
+			return fmt.Errorf("%s MTU: got %d, want 65520", l.IfName, l.MTU)
+		}
+		return nil
+	})
+}
+
+// TestIntegrationAttach joins existing namespaces by PID, by /proc path and
+// by name, in the foreground and as a daemon, and checks that gopasta
+// configures them and quits (or, with --no-netns-quit, stays) once they go.
+func TestIntegrationAttach(t *testing.T) {
+	type target int
+	const (
+		byPID target = iota
+		byProcPath
+		byName
+	)
+	tests := []struct {
+		name       string
+		target     target
+		foreground bool
+		noQuit     bool
+		rootOnly   bool // ip netns add needs root
+	}{
+		{name: "pid-foreground", target: byPID, foreground: true},
+		{name: "pid-daemon", target: byPID},
+		{name: "netns-procpath-daemon", target: byProcPath},
+		{name: "netns-name-daemon", target: byName, rootOnly: true},
+		{name: "no-netns-quit", target: byPID, noQuit: true},
+	}
+	for _, u := range nstest.Users() {
+		t.Run(u.Name, func(t *testing.T) {
+			for _, tc := range tests {
+				t.Run(tc.name, func(t *testing.T) {
+					if tc.rootOnly && !u.Root() {
+						t.Skip("skipping: needs root (ip netns add); the rootless form is netns-procpath")
+					}
+					h, bin := setup(t, u)
+					args := []string{"--config-net"}
+					var links func() ([]nstest.Link, error)
+					var remove func() // makes the namespace go away
+					switch tc.target {
+					case byPID, byProcPath:
+						sleeper, pid := startSleeper(t, h, u)
+						if tc.target == byPID {
+							args = append(args, strconv.Itoa(pid))
+						} else {
+							args = append(args, "--netns", fmt.Sprintf("/proc/%d/ns/net", pid))
+						}
+						links = linksOfPID(t, h, u, pid)
+						remove = func() {
+							_ = sleeper.Signal(syscall.SIGKILL)
+							if _, ok := sleeper.Wait(5 * time.Second); !ok {
+								t.Fatalf("sleeper %d: got still running 5s after SIGKILL, want dead", pid)
+							}
+						}
+					case byName:
+						name := nstest.UniqueName("gptest")
+						if r := nstest.Run(t, nstest.RootUser, "ip", "netns", "add", name); r.Code != 0 {
+							t.Fatalf("ip netns add %s: %s", name, r)
+						}
+						t.Cleanup(func() { nstest.Run(t, nstest.RootUser, "ip", "netns", "del", name) })
+						args = append(args, "--netns", name)
+						links = linksOfNetNS(t, name)
+						remove = func() {
+							if r := nstest.Run(t, nstest.RootUser, "ip", "netns", "del", name); r.Code != 0 {
+								t.Fatalf("ip netns del %s: %s", name, r)
+							}
+						}
+					}
+					if tc.noQuit {
+						args = append([]string{"--no-netns-quit"}, args...)
+					}
+
+					var gpPID int
+					var fg *nstest.Proc
+					if tc.foreground {
+						fg = h.Start(u, append([]string{bin, "-f"}, args...)...)
+						gpPID = fg.PID()
+					} else {
+						pidFile := filepath.Join(nstest.TempDir(t), "gopasta.pid")
+						args = append([]string{"-P", pidFile}, args...)
+						start := time.Now()
+						r := gopasta(t, h, u, bin, args...)
+						if r.Code != 0 {
+							t.Fatalf("gopasta %q (going to the background): got exit %d, want 0\n%s", args, r.Code, r)
+						}
+						if r.PipesHeld {
+							t.Errorf("gopasta %q: got the daemon holding stdout/stderr open after the parent exited, want them closed (podman's CombinedOutput would hang)", args)
+						}
+						t.Logf("foreground part exited after %v", time.Since(start))
+						var err error
+						gpPID, err = nstest.ReadPIDFile(pidFile)
+						if err != nil {
+							t.Fatalf("after the foreground exited: %v", err)
+						}
+						nstest.KillOnCleanup(t, gpPID)
+						if !nstest.PIDAlive(gpPID) {
+							t.Fatalf("daemon pid %d from %s: got not running, want alive", gpPID, pidFile)
+						}
+					}
+
+					if err := waitConfigured(links); err != nil {
+						if fg != nil {
+							_, stderr := fg.Output()
+							t.Logf("gopasta stderr: %s", stderr)
+						}
+						t.Fatalf("namespace not configured: %v", err)
+					}
+
+					remove()
+					gone := time.Now()
+					if tc.noQuit {
+						time.Sleep(quitWithin + 500*time.Millisecond)
+						if !nstest.PIDAlive(gpPID) {
+							t.Errorf("with --no-netns-quit: got gopasta (pid %d) gone after its namespace went, want it still running", gpPID)
+						}
+						return
+					}
+					if fg != nil {
+						r, ok := fg.Wait(5 * time.Second)
+						if !ok {
+							t.Fatalf("gopasta -f: got still running 5s after the namespace went, want exit within %v", quitWithin)
+						}
+						checkNoPanic(t, r)
+					} else if _, err := nstest.WaitGone(gpPID, 5*time.Second); err != nil {
+						t.Fatalf("daemon: %v after the namespace went, want exit within %v", err, quitWithin)
+					}
+					if took := time.Since(gone); took > quitWithin {
+						t.Errorf("quit after the namespace went: got %v, want within %v", took, quitWithin)
+					}
+				})
+			}
+		})
+	}
+}
