@@ -1,11 +1,13 @@
 package config
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math/bits"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 )
 
@@ -72,8 +74,13 @@ func (s *PortSet) Add(p uint16) { s[p>>6] |= 1 << (p & 63) }
 
 // AddRange puts first..last (inclusive) in the set.
 func (s *PortSet) AddRange(first, last uint16) {
-	for p := int(first); p <= int(last); p++ {
+	for p := int(first); p <= int(last); {
+		if p&63 == 0 && p+63 <= int(last) { // whole word: long ranges stay cheap
+			s[p>>6], p = ^uint64(0), p+64
+			continue
+		}
 		s.Add(uint16(p))
+		p++
 	}
 }
 
@@ -302,24 +309,43 @@ func ParsePortSpecsWith(specs []string, opt ParseOptions) (PortSpec, error) {
 	if out.Mode == PortsSpec && len(out.Rules) == 0 {
 		return PortSpec{}, specErr(specs[len(specs)-1], ErrPortRange, "every port it forwards is excluded")
 	}
-	// Rules of one raw rule never overlap each other, so comparing across
-	// all pairs only finds real conflicts. Quadratic, but option lists are short.
-	for j := range out.Rules {
-		b := &out.Rules[j]
-		for i := 0; i < j; i++ {
-			a := &out.Rules[i]
-			if a.Auto != b.Auto || a.First > b.Last || b.First > a.Last || !scopesOverlap(a, b) {
-				continue
-			}
-			if a.Auto {
-				return PortSpec{}, specErr(specs[origin[j]], ErrPortOverlap, "auto given twice for overlapping addresses")
-			}
-			p := max(a.First, b.First)
-			return PortSpec{}, specErr(specs[origin[j]], ErrPortOverlap,
-				"port %d is already forwarded by %q", p, specs[origin[i]])
-		}
+	if err := checkOverlaps(specs, out.Rules, origin); err != nil {
+		return PortSpec{}, err
 	}
 	return out, nil
+}
+
+// checkOverlaps rejects two static (or two auto) rules sharing a port in
+// bind scopes that overlap. A sweep in port order keeps this near-linear even
+// when exclusions cut a rule into thousands of pieces; pieces of one rule
+// never overlap each other, so every hit is a real conflict.
+func checkOverlaps(specs []string, rules []PortRule, origin []int) error {
+	order := make([]int, len(rules))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		return cmp.Or(cmp.Compare(rules[a].First, rules[b].First), cmp.Compare(a, b))
+	})
+	var active []int
+	for _, j := range order {
+		b := &rules[j]
+		active = slices.DeleteFunc(active, func(i int) bool { return rules[i].Last < b.First })
+		for _, i := range active {
+			a := &rules[i]
+			if a.Auto != b.Auto || !scopesOverlap(a, b) {
+				continue
+			}
+			early, late := min(i, j), max(i, j)
+			if a.Auto {
+				return specErr(specs[origin[late]], ErrPortOverlap, "auto given twice for overlapping addresses")
+			}
+			return specErr(specs[origin[late]], ErrPortOverlap,
+				"port %d is already forwarded by %q", b.First, specs[origin[early]])
+		}
+		active = append(active, j)
+	}
+	return nil
 }
 
 // dropBareExclusions removes the "everything" an unscoped exclusions-only

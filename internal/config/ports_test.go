@@ -3,8 +3,10 @@ package config
 import (
 	"errors"
 	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // testEphemeral is Linux's default ip_local_port_range, so tests do not
@@ -292,5 +294,39 @@ func TestPortSetSplit(t *testing.T) {
 	want := "1-9(auto) 21-62(auto) 65-65534(auto)"
 	if g := strings.Join(got, " "); g != want {
 		t.Errorf("got %q, want %q", g, want)
+	}
+}
+
+// Exclusions that cut rules into tens of thousands of pieces must not make
+// parsing quadratic: command lines are user input.
+func TestParsePortSpecsManyPieces(t *testing.T) {
+	var b strings.Builder
+	for p := 2; p < 65535; p += 2 {
+		b.WriteString("~")
+		b.WriteString(strconv.Itoa(p))
+		b.WriteString(",")
+	}
+	b.WriteString("auto")
+	specs := []string{"127.0.0.1/" + b.String(), "::1/" + b.String(), "%lo/1-65535"}
+	start := time.Now()
+	s, err := ParsePortSpecs(specs)
+	if err != nil {
+		t.Fatalf("got error %v, want none", err)
+	}
+	if got, want := len(s.Rules), 3*32768; got != want {
+		t.Errorf("got %d rules, want %d", got, want)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("parsing took %v, want well under 5s", d)
+	}
+}
+
+func BenchmarkParsePortSpecsPodman(b *testing.B) {
+	specs := []string{"127.0.0.1/8080-8080:80-80", "::1/8443-8443:443-443", "2000-5000,~3000-3010"}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParsePortSpecs(specs); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
