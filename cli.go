@@ -1,13 +1,14 @@
 package main
 
 import (
-	"fmt"
 	"io"
+	"os"
+
+	"github.com/gopasta/gopasta/internal/cmdline"
 )
 
-// runCLI parses args, runs gopasta and returns the process exit status.
-// Placeholder: the command line implementation replaces this file.
+// runCLI parses args (os.Args, program name first), runs gopasta and
+// returns the process exit status.
 func runCLI(args []string, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "gopasta: not implemented")
-	return 1
+	return cmdline.Main(args, os.Stdout, stderr, run)
 }

@@ -1,0 +1,146 @@
+// Package cmdline is gopasta's pasta-compatible command line: the option
+// set (urfave/cli/v2, which also feeds --help and the man page), a
+// getopt_long-style front end that gives pasta's parsing rules, validation
+// into a config.Config, and the mapping of errors to exit statuses.
+package cmdline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/gopasta/gopasta/internal/config"
+)
+
+// Version is printed by --version; release builds set it with
+// -ldflags "-X github.com/gopasta/gopasta/internal/cmdline.Version=v1.2.3".
+var Version = "dev"
+
+// RunFunc carries out a validated configuration and returns the exit status.
+type RunFunc func(*config.Config) (int, error)
+
+const usageText = `gopasta [OPTION]... [COMMAND [ARG]...]
+gopasta [OPTION]... PID
+gopasta [OPTION]... --netns PATH|NAME`
+
+const description = `gopasta gives a process its own network without privileges, as pasta does.
+Without PID or --netns, it runs COMMAND (default: $SHELL, else /bin/sh) in new
+user, network, UTS, IPC, mount and PID namespaces and exits with its status.
+With PID or --netns, it joins that network namespace, goes to the background
+once ready (unless -f) and quits when the namespace goes away. Option parsing
+stops at the first argument that is not an option.`
+
+// NewApp builds the command line definition. run is called with the
+// validated configuration; it may be nil (help, version and the man page
+// generator need no run function).
+func NewApp(run RunFunc) *cli.App {
+	app := &cli.App{
+		Name:                      "gopasta",
+		Usage:                     "unprivileged user-mode networking for network namespaces",
+		UsageText:                 usageText,
+		Description:               description,
+		Version:                   Version,
+		HideVersion:               true, // ours is --version only; pasta has no -v
+		HideHelpCommand:           true,
+		DisableSliceFlagSeparator: true, // "-t 22,25" is one spec, not two
+		Flags:                     flags(),
+		// Never let urfave/cli print usage or exit the process by itself.
+		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
+			return &UsageError{Msg: err.Error()}
+		},
+		ExitErrHandler: func(*cli.Context, error) {},
+	}
+	app.Action = func(c *cli.Context) error {
+		if c.Bool("version") {
+			fmt.Fprintf(c.App.Writer, "gopasta %s\n", Version)
+			return nil
+		}
+		cfg, err := build(c, c.Args().Slice())
+		if err != nil {
+			return err
+		}
+		if run == nil {
+			return nil
+		}
+		code, err := run(cfg)
+		if err != nil || code != 0 {
+			return &exitStatus{code: code, err: err}
+		}
+		return nil
+	}
+	return app
+}
+
+// Parse validates args (without the program name) and returns the
+// configuration, without running anything. It is Main minus the run step,
+// for tests and for tools that want to check a command line.
+func Parse(args []string) (*config.Config, error) {
+	var cfg *config.Config
+	app := NewApp(func(c *config.Config) (int, error) { cfg = c; return 0, nil })
+	app.Writer, app.ErrWriter = io.Discard, io.Discard
+	if err := runApp(app, append([]string{"gopasta"}, args...)); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+func runApp(app *cli.App, args []string) error {
+	norm, pos, err := getopt(newOptTable(app.Flags), args[1:])
+	if err != nil {
+		return err
+	}
+	for _, a := range norm {
+		if a == "--help" {
+			// Our own layout (pasta's order, categories), not urfave/cli's.
+			writeHelp(app.Writer, app)
+			return nil
+		}
+	}
+	full := append([]string{args[0]}, norm...)
+	full = append(full, "--")
+	full = append(full, pos...)
+	return app.RunContext(context.Background(), full)
+}
+
+// Main runs gopasta's command line: args is os.Args (program name first).
+// It returns the process exit status: run's status, 0 after --help or
+// --version, 1 after any error, which goes to stderr as one line.
+func Main(args []string, stdout, stderr io.Writer, run RunFunc) (code int) {
+	defer func() {
+		// A panic here is a bug, but the user should still get one line.
+		if r := recover(); r != nil {
+			fmt.Fprintf(stderr, "gopasta: internal error: %v\n", r)
+			code = 1
+		}
+	}()
+	if len(args) == 0 {
+		args = []string{"gopasta"}
+	}
+	app := NewApp(run)
+	app.Writer, app.ErrWriter = stdout, stderr
+	err := runApp(app, args)
+	if err == nil {
+		return 0
+	}
+	var es *exitStatus
+	if errors.As(err, &es) {
+		if es.err != nil {
+			fmt.Fprintf(stderr, "gopasta: %s\n", oneLine(es.err.Error()))
+			if es.code == 0 {
+				return 1
+			}
+		}
+		return es.code
+	}
+	fmt.Fprintf(stderr, "gopasta: %s\n", oneLine(err.Error()))
+	return 1
+}
+
+// oneLine keeps an error to a single line of output whatever produced it.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " ")), " ")
+}
