@@ -1,7 +1,241 @@
 package main
 
-import "github.com/gopasta/gopasta/internal/config"
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
 
-// run carries out a validated configuration and returns the exit status.
-// Placeholder: the orchestration replaces this file.
-func run(cfg *config.Config) (int, error) { return 0, nil }
+	"github.com/gopasta/gopasta/internal/config"
+	"github.com/gopasta/gopasta/internal/logging"
+	"github.com/gopasta/gopasta/ns"
+	"github.com/gopasta/gopasta/tap"
+)
+
+// run carries out a validated configuration and returns the exit status:
+// the command's in spawn mode, 0 in attach mode once the namespace is gone.
+func run(cfg *config.Config) (int, error) {
+	// Attach mode goes to the background once ready, unless -f. The
+	// foreground copy only relays the outcome of the set-up.
+	var bg *background
+	if cfg.Mode == config.ModeAttach && !cfg.Foreground {
+		var relay bool
+		var status int
+		var err error
+		bg, relay, status, err = daemonize()
+		if relay || err != nil {
+			return status, err
+		}
+	}
+
+	log, closeLog, err := logging.New(logging.Options{
+		Quiet: cfg.Quiet, Debug: cfg.Debug, Trace: cfg.Trace,
+		File: cfg.LogFile, MaxSize: cfg.LogSize,
+	})
+	if err != nil {
+		return 1, err
+	}
+	defer closeLog.Close()
+	slog.SetDefault(log)
+
+	tmpl, err := ns.DiscoverTemplate(ns.TemplateOptions{
+		Interface:   cfg.Interface,
+		OutboundIf4: cfg.OutboundIf4,
+		OutboundIf6: cfg.OutboundIf6,
+		NoIPv4:      cfg.IPv6Only,
+		NoIPv6:      cfg.IPv4Only,
+	})
+	if err != nil {
+		return 1, fmt.Errorf("host template interface: %w", err)
+	}
+	plan, err := planNetwork(cfg, tmpl)
+	if err != nil {
+		return 1, err
+	}
+
+	var child *ns.Child
+	netnsPath := cfg.NetNS
+	if cfg.Mode == config.ModeSpawn {
+		child, err = ns.Spawn(ns.SpawnConfig{
+			Command:  spawnCommand(cfg.Command),
+			Hostname: spawnHostname(cfg.Hostname),
+			UID:      os.Getuid(),
+			GID:      os.Getgid(),
+			Stdin:    os.Stdin,
+			Stdout:   os.Stdout,
+			Stderr:   os.Stderr,
+		})
+		if err != nil {
+			return 1, err
+		}
+		netnsPath = child.NetNSPath()
+	}
+	// From here on a failure must not leave the spawned namespace behind.
+	fail := func(err error) (int, error) {
+		if child != nil {
+			child.Signal(syscall.SIGKILL)
+			child.Wait()
+		}
+		return 1, err
+	}
+
+	th, err := ns.Enter(netnsPath)
+	if err != nil {
+		return fail(err)
+	}
+	defer th.Close()
+
+	var dev *tap.Device
+	err = th.Do(func() error {
+		if err := ns.LoopbackUp(); err != nil {
+			return fmt.Errorf("bringing up lo in the namespace: %w", err)
+		}
+		d, err := tap.Open(tap.Config{Name: plan.Ifname, MAC: plan.MAC, NAPI: cfg.TapNAPI})
+		if err != nil {
+			return err
+		}
+		dev = d
+		if !cfg.ConfigNet {
+			return nil
+		}
+		return ns.ConfigureInterface(ns.NetConfig{
+			Ifindex: d.Index(),
+			MTU:     plan.MTU,
+			Addrs:   plan.Addrs,
+			Routes:  plan.Routes,
+			Up:      true,
+		})
+	})
+	if err != nil {
+		return fail(err)
+	}
+	defer dev.Close()
+	summarize(log, cfg, tmpl, plan, dev.Name())
+
+	if cfg.PidFile != "" {
+		if err := os.WriteFile(cfg.PidFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+			return fail(fmt.Errorf("writing pid file: %w", err))
+		}
+	}
+
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+
+	if child != nil {
+		if err := child.Release(); err != nil {
+			return fail(err)
+		}
+		return waitChild(child, sigs)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var gone <-chan struct{}
+	if !cfg.NoNetNSQuit {
+		if gone, err = ns.WatchNetNS(ctx, netnsPath); err != nil {
+			return 1, err
+		}
+	}
+	if bg != nil {
+		bg.ready()
+	}
+	select {
+	case <-gone:
+		log.Info("namespace is gone, exiting")
+	case s := <-sigs:
+		log.Info("exiting", "signal", s.String())
+	}
+	if cfg.PidFile != "" {
+		os.Remove(cfg.PidFile)
+	}
+	return 0, nil
+}
+
+// waitChild forwards signals to the spawned command until it exits, and
+// returns its status (128+signal when it was killed).
+func waitChild(child *ns.Child, sigs <-chan os.Signal) (int, error) {
+	done := make(chan struct{})
+	var status int
+	var err error
+	go func() {
+		status, err = child.Wait()
+		close(done)
+	}()
+	for {
+		select {
+		case s := <-sigs:
+			child.Signal(s)
+		case <-done:
+			return status, err
+		}
+	}
+}
+
+// spawnCommand is the command to run: the one given, else $SHELL, else sh.
+func spawnCommand(cmd []string) []string {
+	if len(cmd) > 0 {
+		return cmd
+	}
+	if sh := os.Getenv("SHELL"); sh != "" {
+		return []string{sh}
+	}
+	return []string{"/bin/sh"}
+}
+
+// spawnHostname is -H, else pasta's choice: "pasta-" and the host's name,
+// cut to the kernel's 64-byte limit.
+func spawnHostname(h string) string {
+	if h != "" {
+		return h
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		host = "localhost"
+	}
+	h = "pasta-" + host
+	if len(h) > 64 {
+		h = h[:64]
+	}
+	return h
+}
+
+// summarize logs the start-up summary that pasta users know: where the
+// template came from and what the namespace got.
+func summarize(log *slog.Logger, cfg *config.Config, t *ns.Template, p *netPlan, ifname string) {
+	if t.Local {
+		log.Info("no host interface with routes: local mode")
+	} else {
+		tmpl := []string{}
+		if p.IPv4 && t.Ifname4 != "" {
+			tmpl = append(tmpl, t.Ifname4+" (IPv4)")
+		}
+		if p.IPv6 && t.Ifname6 != "" {
+			tmpl = append(tmpl, t.Ifname6+" (IPv6)")
+		}
+		log.Info("template interface: " + strings.Join(tmpl, ", "))
+	}
+	mtu := "kernel default"
+	if p.MTU > 0 {
+		mtu = strconv.Itoa(p.MTU)
+	}
+	state := "configured"
+	if !cfg.ConfigNet {
+		state = "not configured (use DHCP, DHCPv6 or SLAAC, or --config-net)"
+	}
+	log.Info("namespace interface: "+ifname, "mtu", mtu, "state", state)
+	if p.IPv4 {
+		log.Info("    IPv4", "address", p.Addr4.String(), "gateway", p.Gateway4.String())
+	}
+	if p.IPv6 {
+		addr := "none"
+		if p.Addr6.IsValid() {
+			addr = p.Addr6.String()
+		}
+		log.Info("    IPv6", "address", addr, "gateway", p.Gateway6.String())
+	}
+}

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// envDaemon carries the descriptor a background copy reports readiness on.
+// Go cannot fork, so "going to the background" means re-executing ourselves
+// in a new session and letting the foreground copy exit once that copy is
+// ready, which is what podman and rootlesskit wait for.
+const envDaemon = "GOPASTA_DAEMON_FD"
+
+// background is the daemon side's handle on the readiness pipe.
+type background struct{ w *os.File }
+
+// ready tells the foreground copy that set-up succeeded, then detaches from
+// its standard streams: podman reads our stderr until EOF, so holding it open
+// would hang the caller.
+func (b *background) ready() {
+	b.w.Write([]byte("ok\n"))
+	b.w.Close()
+	if null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0); err == nil {
+		for fd := 0; fd <= 2; fd++ {
+			unix.Dup3(int(null.Fd()), fd, 0)
+		}
+		null.Close()
+	}
+}
+
+// daemonize either returns the background handle (we are the background
+// copy), or starts the background copy and waits for its verdict (relay is
+// true and status is what the foreground process should exit with).
+func daemonize() (bg *background, relay bool, status int, err error) {
+	if s := os.Getenv(envDaemon); s != "" {
+		os.Unsetenv(envDaemon)
+		fd, err := strconv.Atoi(s)
+		if err != nil {
+			return nil, false, 1, fmt.Errorf("bad %s: %q", envDaemon, s)
+		}
+		return &background{w: os.NewFile(uintptr(fd), "ready")}, false, 0, nil
+	}
+
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, true, 1, err
+	}
+	defer r.Close()
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		return nil, true, 1, err
+	}
+	defer null.Close()
+	cmd := exec.Command("/proc/self/exe", os.Args[1:]...)
+	cmd.Args[0] = os.Args[0]
+	cmd.Env = append(os.Environ(), envDaemon+"=3")
+	cmd.ExtraFiles = []*os.File{w}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = null, os.Stdout, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		w.Close()
+		return nil, true, 1, fmt.Errorf("starting the background process: %w", err)
+	}
+	w.Close()
+
+	buf := make([]byte, 3)
+	if n, _ := io.ReadFull(r, buf); n == 3 && string(buf) == "ok\n" {
+		// Ready: leave it running, do not wait.
+		cmd.Process.Release()
+		return nil, true, 0, nil
+	}
+	// The background copy failed before it was ready; it has printed why.
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if st := ee.ExitCode(); st > 0 {
+			return nil, true, st, nil
+		}
+	}
+	return nil, true, 1, nil
+}
