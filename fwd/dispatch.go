@@ -1,0 +1,283 @@
+package fwd
+
+import (
+	"net/netip"
+
+	"github.com/gopasta/gopasta/internal/header"
+)
+
+// packet is a validated frame from the namespace, with the offsets and
+// tuple the translators need. It aliases the frame buffer, which is only
+// valid for the cycle.
+type packet struct {
+	frame    []byte
+	l3, l4   int // offsets of the IP and transport headers in frame
+	end      int // end of the IP packet (Ethernet padding excluded)
+	v6       bool
+	proto    uint8 // transport protocol number
+	src, dst netip.Addr
+	// Ports, or for ICMP echo the identifier in sport, dport 0.
+	sport, dport uint16
+	flow         int32
+}
+
+// ip returns the IP header and everything after it, up to the packet's end.
+func (p *packet) ip() []byte { return p.frame[p.l3:p.end] }
+
+// l4data returns the transport header and payload.
+func (p *packet) l4data() []byte { return p.frame[p.l4:p.end] }
+
+// handleFrames is the frame-handling entry point: it validates each frame,
+// answers what the engine serves itself (ARP, NDP, DHCP, DHCPv6), resolves
+// or opens the flow of the rest, and then hands each flow its frames of
+// this batch together, in arrival order. Output is queued, not flushed.
+func (e *Engine) handleFrames(frames [][]byte) {
+	n := 0
+	for _, fr := range frames {
+		e.ctr.framesIn.Add(1)
+		e.ctr.bytesIn.Add(uint64(len(fr)))
+		if e.pcap != nil {
+			e.pcap.frame(e.nowT, fr)
+		}
+		p := &e.pkts[n]
+		if !e.classify(fr, p) {
+			continue
+		}
+		t := e.tr[protoOf(p.proto)]
+		if t == nil {
+			e.drop(DropProtocol)
+			continue
+		}
+		var k flowKey
+		keyFor(p, &k)
+		p.flow = e.ft.lookup(&k)
+		if p.flow < 0 {
+			if p.flow = t.open(e, p); p.flow < 0 {
+				continue
+			}
+		}
+		e.taken[n] = false
+		n++
+	}
+	// Group by flow: at most rxBatch packets, so the quadratic scan is a
+	// few thousand comparisons at worst and needs no scratch map.
+	for i := range n {
+		if e.taken[i] {
+			continue
+		}
+		fi := e.pkts[i].flow
+		g := e.group[:0]
+		for j := i; j < n; j++ {
+			if !e.taken[j] && e.pkts[j].flow == fi {
+				e.taken[j] = true
+				g = append(g, &e.pkts[j])
+			}
+		}
+		f := &e.ft.flows[fi]
+		if f.state != flowActive {
+			continue // closed by open() or an earlier group
+		}
+		e.tr[f.proto].frames(e, fi, g)
+	}
+}
+
+func protoOf(ipProto uint8) int {
+	switch ipProto {
+	case header.ProtocolTCP:
+		return protoTCP
+	case header.ProtocolUDP:
+		return protoUDP
+	}
+	return protoICMP
+}
+
+// classify validates a frame and fills p. It returns true for a packet a
+// translator should see; everything else was answered here or dropped and
+// counted.
+func (e *Engine) classify(fr []byte, p *packet) bool {
+	eth := header.Ethernet(fr)
+	if len(fr) < header.EthernetMinimumSize {
+		e.drop(DropTruncated)
+		return false
+	}
+	if !eth.IsValid() {
+		e.drop(DropEtherType)
+		return false
+	}
+	if src := eth.Src(); !header.IsMulticastMAC(src) {
+		copy(e.nsMAC[:], src)
+	}
+	switch eth.Type() {
+	case header.EtherTypeARP:
+		e.respond(respondARP, fr)
+		return false
+	case header.EtherTypeIPv4:
+		return e.classify4(fr, p)
+	case header.EtherTypeIPv6:
+		return e.classify6(fr, p)
+	}
+	e.drop(DropEtherType)
+	return false
+}
+
+func (e *Engine) respond(r responder, fr []byte) {
+	if r == nil {
+		e.drop(DropProtocol)
+		return
+	}
+	out := e.txBuf()
+	if n := r(e.p, fr, out); n > 0 {
+		e.txCommit(n)
+	}
+}
+
+func (e *Engine) classify4(fr []byte, p *packet) bool {
+	ip := header.IPv4(fr[header.EthernetMinimumSize:])
+	if len(ip) < header.IPv4MinimumSize {
+		e.drop(DropTruncated)
+		return false
+	}
+	if !ip.IsValid(len(ip)) {
+		e.drop(DropBadIP)
+		return false
+	}
+	if !ip.IsChecksumValid() {
+		e.drop(DropBadChecksum)
+		return false
+	}
+	if ip.IsFragment() {
+		e.drop(DropFragment)
+		return false
+	}
+	*p = packet{
+		frame: fr, l3: header.EthernetMinimumSize,
+		l4:  header.EthernetMinimumSize + ip.HeaderLength(),
+		end: header.EthernetMinimumSize + int(ip.TotalLength()),
+		src: ip.Src(), dst: ip.Dst(), proto: ip.Protocol(),
+	}
+	return e.classifyL4(p)
+}
+
+func (e *Engine) classify6(fr []byte, p *packet) bool {
+	ip := header.IPv6(fr[header.EthernetMinimumSize:])
+	if len(ip) < header.IPv6MinimumSize {
+		e.drop(DropTruncated)
+		return false
+	}
+	if !ip.IsValid(len(ip)) {
+		e.drop(DropBadIP)
+		return false
+	}
+	t, ok := ip.Transport()
+	if !ok {
+		e.drop(DropBadIP)
+		return false
+	}
+	if t.Fragment {
+		e.drop(DropFragment)
+		return false
+	}
+	*p = packet{
+		frame: fr, l3: header.EthernetMinimumSize,
+		l4:  header.EthernetMinimumSize + t.Offset,
+		end: header.EthernetMinimumSize + header.IPv6MinimumSize + int(ip.PayloadLength()),
+		src: ip.Src(), dst: ip.Dst(), proto: t.Protocol, v6: true,
+	}
+	return e.classifyL4(p)
+}
+
+// classifyL4 checks the transport header, serves DHCP/DHCPv6/NDP and picks
+// out what goes to a translator.
+func (e *Engine) classifyL4(p *packet) bool {
+	l4 := p.l4data()
+	switch p.proto {
+	case header.ProtocolUDP:
+		u := header.UDP(l4)
+		if !u.IsValid() {
+			e.drop(DropBadTransport)
+			return false
+		}
+		p.sport, p.dport = u.SrcPort(), u.DstPort()
+		if !p.v6 && p.dport == 67 {
+			e.respond(respondDHCP, p.frame)
+			return false
+		}
+		if p.v6 && p.dport == 547 {
+			e.respond(respondDHCPv6, p.frame)
+			return false
+		}
+	case header.ProtocolTCP:
+		if len(l4) < header.TCPMinimumSize {
+			e.drop(DropTruncated)
+			return false
+		}
+		t := header.TCP(l4)
+		p.sport, p.dport = t.SrcPort(), t.DstPort()
+	case header.ProtocolICMPv4:
+		if p.v6 {
+			e.drop(DropProtocol)
+			return false
+		}
+		ic := header.ICMPv4(l4)
+		if !ic.IsValid() {
+			e.drop(DropTruncated)
+			return false
+		}
+		if ic.Type() != header.ICMPv4Echo || ic.Code() != 0 {
+			// Errors from the namespace about host traffic have no
+			// host socket to go to; pasta drops them too.
+			e.drop(DropBadTransport)
+			return false
+		}
+		p.sport = ic.Ident()
+	case header.ProtocolICMPv6:
+		if !p.v6 {
+			e.drop(DropProtocol)
+			return false
+		}
+		ic := header.ICMPv6(l4)
+		if !ic.IsValid() {
+			e.drop(DropTruncated)
+			return false
+		}
+		switch ic.Type() {
+		case header.ICMPv6RouterSolicitation, header.ICMPv6NeighborSolicitation:
+			e.respond(respondNDP, p.frame)
+			return false
+		case header.ICMPv6EchoRequest:
+			if ic.Code() != 0 {
+				e.drop(DropBadTransport)
+				return false
+			}
+			p.sport = ic.Ident()
+		default:
+			// Neighbour advertisements, MLD reports, errors: nothing
+			// to answer and nowhere to forward them.
+			e.drop(DropProtocol)
+			return false
+		}
+	default:
+		e.drop(DropProtocol)
+		return false
+	}
+	if !forwardable(p.dst) {
+		e.drop(DropDestination)
+		return false
+	}
+	return true
+}
+
+// forwardable reports whether a destination can have a host socket: no
+// multicast or broadcast (a connected host socket would send to the host's
+// networks, not the namespace's), no unspecified or loopback (never valid
+// on a wire), and no link-local unless the NAT maps it (checked later by
+// the translators, which see the mapped address).
+func forwardable(a netip.Addr) bool {
+	if a.IsMulticast() || a.IsUnspecified() || a.IsLoopback() {
+		return false
+	}
+	if a.Is4() && a.As4() == [4]byte{255, 255, 255, 255} {
+		return false
+	}
+	return true
+}

@@ -1,0 +1,328 @@
+package fwd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// DefaultFlowCapacity is the flow table size when Options.FlowCapacity is 0.
+// pasta holds about 128 Ki flows; 32 Ki keeps the preallocated table small
+// (a few MiB) while being far above what one namespace normally uses.
+const DefaultFlowCapacity = 32768
+
+// Options tune an Engine. The zero value forwards everything with pasta's
+// defaults.
+type Options struct {
+	// FlowCapacity bounds the flow table (all protocols together);
+	// 0 means DefaultFlowCapacity. New flows beyond it are dropped.
+	FlowCapacity int
+	// Protocol switches (--no-tcp, --no-udp, --no-icmp).
+	NoTCP, NoUDP, NoICMP bool
+	// Pcap, when set, receives every frame both ways in pcap format
+	// (-p/--pcap). The engine buffers and flushes it every second and
+	// when Run returns; it does not close it.
+	Pcap io.Writer
+	// Logger for warnings and, at debug level, rate-limited drop reasons.
+	// nil discards.
+	Logger *slog.Logger
+
+	// Address mapping (see NAT). MapHostLoopback defaults to the gateway
+	// unless NoMapGW (--no-map-gw, or --map-host-loopback none).
+	NoMapGW                            bool
+	MapHostLoopback4, MapHostLoopback6 netip.Addr
+	MapGuestAddr4, MapGuestAddr6       netip.Addr
+	// DNSForward (--dns-forward): DNS to it goes to DNSHost (--dns-host,
+	// or the host's first resolver, which the caller reads).
+	DNSForward4, DNSForward6 netip.Addr
+	DNSHost4, DNSHost6       netip.Addr
+	// Outbound (-o/--outbound, --outbound-if4/6): the source address and
+	// interface of host sockets, when set. Not applied to loopback
+	// destinations, which only loopback can reach.
+	Outbound4, Outbound6     netip.Addr
+	OutboundIf4, OutboundIf6 string
+
+	// NSExec runs f on a thread inside the namespace and returns its
+	// error; the splice path and namespace-side listeners need it. The
+	// engine itself never enters the namespace.
+	NSExec func(f func() error) error
+}
+
+// translator is a protocol handler: UDP, ICMP echo, and TCP. The engine
+// owns the flow table, the sockets' epoll registration and the link; a
+// translator turns this cycle's frames of one flow into socket operations
+// and socket events into frames (queued with txBuf/txCommit).
+//
+// Per-flow state beyond Flow lives in the translator, in an array indexed
+// by flow index sized e.FlowCapacity() at construction, so Flow stays
+// protocol-neutral and the TCP state machine costs nothing for UDP flows.
+type translator interface {
+	// open is called for a packet that matched no flow. It creates the
+	// flow (e.newFlow), opens and registers its host socket (e.watch) and
+	// returns its index, or -1 after counting a drop (a TCP segment that
+	// is not a SYN, no socket...). The engine then passes p to frames.
+	open(e *Engine, p *packet) int32
+	// frames handles the packets of this cycle for flow idx, in arrival
+	// order, all at once (one sendmmsg / sendmsg per batch).
+	frames(e *Engine, idx int32, pkts []*packet)
+	// sockEvent handles epoll events (EPOLLIN, EPOLLOUT, EPOLLERR...) on
+	// the flow's host socket.
+	sockEvent(e *Engine, idx int32, events uint32)
+	// timer runs once the flow's Deadline (engine nanoseconds, see
+	// e.Now) has passed: close the flow (e.closeFlow) or move the deadline.
+	// Use e.wakeAt for deadlines sooner than the 1 s housekeeping tick.
+	timer(e *Engine, idx int32)
+	// closed is called once when the flow is closed, before its socket
+	// is; release per-flow state here.
+	closed(e *Engine, idx int32)
+}
+
+// newTCPTranslator is set by the TCP translator's file (func init) so the
+// engine builds without it; nil means TCP frames are dropped.
+var newTCPTranslator func(e *Engine) translator
+
+// A responder answers a frame the engine itself serves (ARP, NDP, DHCP,
+// DHCPv6): it writes a reply frame into out and returns its length, or 0
+// for no reply. They are pure functions of the parameters and the frame.
+type responder func(p *NetParams, frame []byte, out []byte) int
+
+// The responders, set by their files' init functions; nil drops the frame.
+var respondARP, respondNDP, respondDHCP, respondDHCPv6 responder
+
+// Engine forwards between one Link and host sockets. Create it with New,
+// drive it with Run; Stats and FlowCount may be called from any goroutine.
+type Engine struct {
+	link  Link
+	p     *NetParams
+	opts  Options
+	log   *slog.Logger
+	debug bool
+	nat   NAT
+	sys   sysOps
+
+	mtu, frameMax int
+	ourMAC        [6]byte
+	nsMAC         [6]byte // learnt from the namespace's frames
+	ipID          uint16
+
+	ft *flowTable
+	tr [numProtos]translator
+
+	ctr         counters
+	lastDropLog [NumDropReasons]int64
+	warned      warnings
+
+	clock func() time.Time
+	start time.Time
+	now   int64     // nanoseconds since start, as of this cycle
+	nowT  time.Time // the same as a wall-clock time (pcap)
+
+	// Frames from the link, and their parsed views.
+	rxBufs   [][]byte
+	rxSizes  []int
+	rxFrames [][]byte
+	pkts     []packet
+	group    []*packet
+	taken    []bool
+	tx       txQueue
+	pcap     *pcapWriter
+
+	epfd, timerfd, wakefd int
+	events                []unix.EpollEvent
+	nextTick              int64 // next housekeeping tick
+	timerAt               int64 // what the timerfd is armed for
+	closing               []int32
+	sa4                   unix.SockaddrInet4 // reused by sockaddr
+	sa6                   unix.SockaddrInet6
+	running               atomic.Bool
+	closed                bool
+}
+
+// warnings that must be said once, not once per packet.
+type warnings struct {
+	ping, pcap bool
+}
+
+const (
+	rxBatch = 64 // frames per ReadBatch
+	// rxBatchesPerCycle bounds how long the link can monopolise a cycle
+	// before host sockets get their turn.
+	rxBatchesPerCycle = 4
+	tickInterval      = int64(time.Second)
+	maxFrameMTU       = 65520
+)
+
+// New prepares an engine for link with the namespace parameters p. It
+// allocates everything the data path needs up front (buffers, flow table,
+// epoll, timerfd, eventfd), so Run itself allocates nothing per frame. The
+// caller keeps ownership of link (Run does not close it).
+func New(link Link, p *NetParams, opts Options) (*Engine, error) {
+	if link == nil || p == nil {
+		return nil, errors.New("fwd: New needs a link and parameters")
+	}
+	if len(p.OurMAC) != 6 {
+		return nil, fmt.Errorf("fwd: our MAC address %v is not 6 bytes", p.OurMAC)
+	}
+	if opts.FlowCapacity == 0 {
+		opts.FlowCapacity = DefaultFlowCapacity
+	}
+	if opts.FlowCapacity < 1 || opts.FlowCapacity > 1<<20 {
+		return nil, fmt.Errorf("fwd: flow capacity %d out of range 1..%d", opts.FlowCapacity, 1<<20)
+	}
+	e := &Engine{link: link, p: p, opts: opts, log: opts.Logger, clock: time.Now}
+	if e.log == nil {
+		e.log = slog.New(slog.DiscardHandler)
+	}
+	e.debug = e.log.Enabled(context.Background(), slog.LevelDebug)
+	e.nat = newNAT(p, &opts)
+	e.mtu = p.MTU
+	if e.mtu <= 0 || e.mtu > maxFrameMTU {
+		// 0 leaves the kernel's MTU, which we do not know: size for
+		// the largest.
+		e.mtu = maxFrameMTU
+	}
+	e.frameMax = e.mtu + 14
+	copy(e.ourMAC[:], p.OurMAC)
+	e.nsMAC = [6]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+	e.start = e.clock()
+	e.nowT = e.start
+	for i := range e.lastDropLog {
+		e.lastDropLog[i] = -tickInterval
+	}
+	e.ft = newFlowTable(opts.FlowCapacity)
+
+	backing := make([]byte, rxBatch*e.frameMax)
+	e.rxBufs = make([][]byte, rxBatch)
+	for i := range e.rxBufs {
+		e.rxBufs[i] = backing[i*e.frameMax : (i+1)*e.frameMax : (i+1)*e.frameMax]
+	}
+	e.rxSizes = make([]int, rxBatch)
+	e.rxFrames = make([][]byte, rxBatch)
+	e.pkts = make([]packet, rxBatch)
+	e.group = make([]*packet, 0, rxBatch)
+	e.taken = make([]bool, rxBatch)
+	e.initTx()
+	e.closing = make([]int32, 0, opts.FlowCapacity)
+	e.events = make([]unix.EpollEvent, 128)
+
+	if opts.Pcap != nil {
+		pw, err := newPcapWriter(opts.Pcap)
+		if err != nil {
+			return nil, fmt.Errorf("fwd: writing pcap header: %w", err)
+		}
+		e.pcap = pw
+	}
+	if err := e.initPoll(); err != nil {
+		e.Close()
+		return nil, err
+	}
+	e.sys = &kernelSys{epfd: e.epfd}
+	if !opts.NoUDP {
+		e.tr[protoUDP] = newUDP(e)
+	}
+	if !opts.NoICMP {
+		e.tr[protoICMP] = newICMP(e)
+	}
+	if !opts.NoTCP && newTCPTranslator != nil {
+		e.tr[protoTCP] = newTCPTranslator(e)
+	}
+	return e, nil
+}
+
+// Close releases the engine's descriptors and every flow's socket. Run
+// calls it on return; calling it again is harmless.
+func (e *Engine) Close() error {
+	if e.closed {
+		return nil
+	}
+	e.closed = true
+	if e.ft != nil {
+		for len(e.ft.active) > 0 {
+			idx := e.ft.active[len(e.ft.active)-1]
+			if e.ft.flows[idx].state == flowActive {
+				e.closeFlow(idx)
+			}
+			e.reap()
+		}
+	}
+	if e.pcap != nil {
+		e.pcap.flush()
+	}
+	for _, fd := range []int{e.epfd, e.timerfd, e.wakefd} {
+		if fd > 0 {
+			unix.Close(fd)
+		}
+	}
+	return nil
+}
+
+// FlowCapacity returns the flow table's size.
+func (e *Engine) FlowCapacity() int { return len(e.ft.flows) }
+
+// Now returns the engine's clock as of the current cycle, in nanoseconds
+// since start; Flow.Deadline uses it.
+func (e *Engine) Now() int64 { return e.now }
+
+func (e *Engine) updateClock() {
+	e.nowT = e.clock()
+	e.now = int64(e.nowT.Sub(e.start))
+}
+
+// newFlow allocates a flow for p's tuple, counting DropTableFull when the
+// table is full (with a rate-limited debug log via drop).
+func (e *Engine) newFlow(p *packet, proto uint8) int32 {
+	var k flowKey
+	keyFor(p, &k)
+	idx := e.ft.alloc(&k, proto)
+	if idx < 0 {
+		e.drop(DropTableFull)
+		return -1
+	}
+	f := &e.ft.flows[idx]
+	f.v6 = p.v6
+	f.NSAddr, f.DstAddr = p.src, p.dst
+	f.NSPort, f.DstPort = p.sport, p.dport
+	e.ctr.flows[proto].Add(1)
+	e.ctr.opened.Add(1)
+	return idx
+}
+
+// flow returns flow idx.
+func (e *Engine) flow(idx int32) *Flow { return &e.ft.flows[idx] }
+
+// closeFlow ends flow idx: it is unhashed now (a new packet with the same
+// tuple starts a new flow), and its socket is closed and its slot freed at
+// the end of the cycle, after every event of this cycle that may still
+// name it has been seen (deferred cleanup, as pasta).
+func (e *Engine) closeFlow(idx int32) {
+	f := &e.ft.flows[idx]
+	if f.state != flowActive {
+		return
+	}
+	if t := e.tr[f.proto]; t != nil {
+		t.closed(e, idx)
+	}
+	e.ft.unhash(idx)
+	e.closing = append(e.closing, idx)
+}
+
+// reap finishes the closes of this cycle.
+func (e *Engine) reap() {
+	for _, idx := range e.closing {
+		f := &e.ft.flows[idx]
+		if f.Fd >= 0 {
+			e.sys.close(f.Fd)
+		}
+		e.ctr.flows[f.proto].Add(-1)
+		e.ctr.closed.Add(1)
+		e.ft.release(idx)
+	}
+	e.closing = e.closing[:0]
+}

@@ -1,0 +1,398 @@
+package fwd
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"os"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gopasta/gopasta/internal/header"
+)
+
+// fakeLink is an in-memory Link: frames injected by the test are readable
+// through an eventfd (so the engine's epoll sees them), frames the engine
+// writes land on a channel.
+type fakeLink struct {
+	mu  sync.Mutex
+	in  [][]byte
+	out chan []byte
+	efd int
+}
+
+func newFakeLink(t testing.TB) *fakeLink {
+	efd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		t.Fatalf("eventfd: %v", err)
+	}
+	l := &fakeLink{out: make(chan []byte, 4096), efd: efd}
+	t.Cleanup(func() { unix.Close(efd) })
+	return l
+}
+
+func (l *fakeLink) inject(frames ...[]byte) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, f := range frames {
+		l.in = append(l.in, append([]byte(nil), f...))
+	}
+	one := [8]byte{1}
+	unix.Write(l.efd, one[:])
+}
+
+func (l *fakeLink) ReadBatch(bufs [][]byte, sizes []int) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for n < len(bufs) && len(l.in) > 0 {
+		sizes[n] = copy(bufs[n], l.in[0])
+		l.in = l.in[1:]
+		n++
+	}
+	if len(l.in) == 0 {
+		var b [8]byte
+		unix.Read(l.efd, b[:])
+	}
+	return n, nil
+}
+
+func (l *fakeLink) WriteBatch(bufs [][]byte) (int, error) {
+	for i, b := range bufs {
+		select {
+		case l.out <- append([]byte(nil), b...):
+		default:
+			return i, nil
+		}
+	}
+	return len(bufs), nil
+}
+
+func (l *fakeLink) Fd() int      { return l.efd }
+func (l *fakeLink) Close() error { return nil }
+
+// next returns the next frame the engine wrote that passes keep, failing
+// the test after timeout.
+func (l *fakeLink) next(t *testing.T, timeout time.Duration, keep func([]byte) bool) []byte {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		select {
+		case f := <-l.out:
+			if keep == nil || keep(f) {
+				return f
+			}
+		case <-deadline:
+			t.Fatalf("no frame from the engine within %v", timeout)
+			return nil
+		}
+	}
+}
+
+// discardLink drops whatever the engine writes (benchmarks, fuzzing).
+type discardLink struct{ fakeLink }
+
+func (l *discardLink) WriteBatch(bufs [][]byte) (int, error) { return len(bufs), nil }
+
+var (
+	nsMAC  = net.HardwareAddr{0x02, 0, 0, 0, 0, 0x01}
+	ourMAC = net.HardwareAddr{0x9a, 0x55, 0x9a, 0x55, 0x9a, 0x55}
+)
+
+func testParams() *NetParams {
+	return &NetParams{
+		OurMAC: ourMAC, MTU: 65520,
+		Addr4: netip.MustParseAddr("10.0.2.100"), Prefix4: 24, Gateway4: netip.MustParseAddr("10.0.2.2"),
+		Addr6: netip.MustParseAddr("fd00::100"), Prefix6: 64, Gateway6: netip.MustParseAddr("fe80::1"),
+		OurLL6: netip.MustParseAddr("fe80::1"),
+	}
+}
+
+// fakeSys pretends to be the kernel's socket layer: every socket succeeds
+// and swallows what is sent, nothing is ever received. It counts open
+// descriptors so tests can check flows release theirs.
+type fakeSys struct {
+	next int
+	open map[int]bool
+	sent int
+}
+
+func newFakeSys() *fakeSys { return &fakeSys{next: 1 << 20, open: map[int]bool{}} }
+
+func (s *fakeSys) socket(d, t, p int) (int, error) {
+	s.next++
+	s.open[s.next] = true
+	return s.next, nil
+}
+func (s *fakeSys) bind(int, unix.Sockaddr) error             { return nil }
+func (s *fakeSys) connect(int, unix.Sockaddr) error          { return nil }
+func (s *fakeSys) setsockoptInt(int, int, int, int) error    { return nil }
+func (s *fakeSys) bindToDevice(int, string) error            { return nil }
+func (s *fakeSys) sendmmsg(fd int, m []mmsghdr) (int, error) { s.sent += len(m); return len(m), nil }
+func (s *fakeSys) recvmmsg(int, []mmsghdr) (int, error)      { return 0, unix.EAGAIN }
+func (s *fakeSys) watch(int, int32, uint32, uint32) error    { return nil }
+func (s *fakeSys) recvmsg(int, []byte, []byte, int) (int, int, int, error) {
+	return 0, 0, 0, unix.EAGAIN
+}
+func (s *fakeSys) close(fd int) error {
+	delete(s.open, fd)
+	return nil
+}
+
+// Frame builders.
+
+func ethHdr(typ uint16) []byte {
+	b := make([]byte, header.EthernetMinimumSize)
+	header.Ethernet(b).Encode(ourMAC, nsMAC, typ)
+	return b
+}
+
+// udpFrame builds a namespace-to-host UDP frame with valid checksums.
+func udpFrame(src, dst netip.Addr, sport, dport uint16, payload []byte) []byte {
+	v6 := src.Is6()
+	l4len := header.UDPMinimumSize + len(payload)
+	return ipFrame(v6, header.ProtocolUDP, src, dst, l4len, func(l4 []byte, ps uint16) {
+		u := header.UDP(l4)
+		u.Encode(sport, dport, uint16(l4len))
+		copy(u[header.UDPMinimumSize:], payload)
+		u.SetChecksum(u.CalculateChecksum(ps))
+	})
+}
+
+// echoFrame builds an ICMP or ICMPv6 echo request.
+func echoFrame(src, dst netip.Addr, id, seq uint16, payload []byte) []byte {
+	v6 := src.Is6()
+	l4len := header.ICMPv4MinimumSize + len(payload)
+	proto := header.ProtocolICMPv4
+	if v6 {
+		proto = header.ProtocolICMPv6
+	}
+	return ipFrame(v6, proto, src, dst, l4len, func(l4 []byte, ps uint16) {
+		copy(l4[8:], payload)
+		if v6 {
+			ic := header.ICMPv6(l4)
+			ic.SetType(header.ICMPv6EchoRequest)
+			ic.SetIdent(id)
+			ic.SetSeq(seq)
+			ic.SetChecksum(ic.CalculateChecksum(ps))
+		} else {
+			ic := header.ICMPv4(l4)
+			ic.SetType(header.ICMPv4Echo)
+			ic.SetIdent(id)
+			ic.SetSeq(seq)
+			ic.SetChecksum(ic.CalculateChecksum())
+		}
+	})
+}
+
+func ipFrame(v6 bool, proto uint8, src, dst netip.Addr, l4len int, fill func(l4 []byte, pseudo uint16)) []byte {
+	if v6 {
+		b := append(ethHdr(header.EtherTypeIPv6), make([]byte, header.IPv6MinimumSize+l4len)...)
+		ip := header.IPv6(b[14:])
+		ip.Encode(&header.IPv6Fields{PayloadLength: uint16(l4len), NextHeader: proto, HopLimit: 64, Src: src, Dst: dst})
+		fill(b[14+40:], header.PseudoHeaderChecksum(proto, ip.SrcSlice(), ip.DstSlice(), uint32(l4len)))
+		return b
+	}
+	b := append(ethHdr(header.EtherTypeIPv4), make([]byte, header.IPv4MinimumSize+l4len)...)
+	ip := header.IPv4(b[14:])
+	ip.Encode(&header.IPv4Fields{TotalLength: uint16(20 + l4len), TTL: 64, Protocol: proto, Src: src, Dst: dst})
+	fill(b[14+20:], header.PseudoHeaderChecksum(proto, ip.SrcSlice(), ip.DstSlice(), uint32(l4len)))
+	return b
+}
+
+// parsed is what tests check of a frame from the engine.
+type parsed struct {
+	v6           bool
+	proto        uint8
+	src, dst     netip.Addr
+	sport, dport uint16
+	l4           []byte
+}
+
+// parseOut validates a frame the engine wrote (headers, lengths and every
+// checksum) and returns its fields.
+func parseOut(t *testing.T, b []byte) parsed {
+	t.Helper()
+	eth := header.Ethernet(b)
+	if !eth.IsValid() {
+		t.Fatalf("short frame %x", b)
+	}
+	if got := net.HardwareAddr(eth.Src()); got.String() != ourMAC.String() {
+		t.Errorf("eth src %v, want %v", got, ourMAC)
+	}
+	var p parsed
+	var ps uint16
+	switch eth.Type() {
+	case header.EtherTypeIPv4:
+		ip := header.IPv4(b[14:])
+		if !ip.IsValid(len(ip)) || !ip.IsChecksumValid() {
+			t.Fatalf("bad IPv4 header %x", b[14:34])
+		}
+		p.proto, p.src, p.dst = ip.Protocol(), ip.Src(), ip.Dst()
+		p.l4 = ip.Payload()
+		ps = header.PseudoHeaderChecksum(p.proto, ip.SrcSlice(), ip.DstSlice(), uint32(len(p.l4)))
+	case header.EtherTypeIPv6:
+		ip := header.IPv6(b[14:])
+		if !ip.IsValid(len(ip)) {
+			t.Fatalf("bad IPv6 header %x", b[14:54])
+		}
+		p.v6 = true
+		p.proto, p.src, p.dst = ip.NextHeader(), ip.Src(), ip.Dst()
+		p.l4 = ip.Payload()
+		ps = header.PseudoHeaderChecksum(p.proto, ip.SrcSlice(), ip.DstSlice(), uint32(len(p.l4)))
+	default:
+		t.Fatalf("ethertype %#x", eth.Type())
+	}
+	switch p.proto {
+	case header.ProtocolUDP, header.ProtocolICMPv6:
+		if header.Checksum(p.l4, ps) != 0xffff {
+			t.Errorf("bad transport checksum in %x", p.l4)
+		}
+	case header.ProtocolICMPv4:
+		if header.Checksum(p.l4, 0) != 0xffff {
+			t.Errorf("bad ICMP checksum in %x", p.l4)
+		}
+	}
+	if p.proto == header.ProtocolUDP {
+		u := header.UDP(p.l4)
+		p.sport, p.dport = u.SrcPort(), u.DstPort()
+	}
+	return p
+}
+
+// hostNS runs the test's host side in a fresh network namespace when the
+// test may create one (root), so loopback servers and sysctls are its own;
+// otherwise in the current namespace. do runs f on that namespace's
+// thread; run starts the engine there (after all do calls).
+type hostNS struct {
+	t     *testing.T
+	fns   chan func()
+	isNew bool
+}
+
+func newHostNS(t *testing.T) *hostNS {
+	h := &hostNS{t: t, fns: make(chan func())}
+	ready := make(chan bool)
+	go func() {
+		runtime.LockOSThread()
+		// The thread is never unlocked: it dies with the goroutine,
+		// taking its namespace along.
+		ok := unix.Unshare(unix.CLONE_NEWNET) == nil
+		if ok {
+			loUp()
+		}
+		ready <- ok
+		for f := range h.fns {
+			f()
+		}
+	}()
+	h.isNew = <-ready
+	t.Cleanup(func() { close(h.fns) })
+	return h
+}
+
+func loUp() {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(fd)
+	ifr, _ := unix.NewIfreq("lo")
+	ifr.SetUint16(unix.IFF_UP | unix.IFF_LOOPBACK | unix.IFF_RUNNING)
+	unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
+}
+
+func (h *hostNS) do(f func()) {
+	done := make(chan struct{})
+	h.fns <- func() { f(); close(done) }
+	<-done
+}
+
+// udpEcho starts a UDP echo server on addr (in the namespace) and returns
+// its port and a channel of the source addresses it saw.
+func (h *hostNS) udpEcho(addr string) (uint16, chan netip.AddrPort) {
+	t := h.t
+	var pc *net.UDPConn
+	var err error
+	h.do(func() { pc, err = listenUDPHere(addr) })
+	if err != nil {
+		t.Skipf("cannot listen on %s here: %v", addr, err)
+	}
+	seen := make(chan netip.AddrPort, 64)
+	go func() {
+		buf := make([]byte, 65536)
+		for {
+			n, from, err := pc.ReadFromUDPAddrPort(buf)
+			if err != nil {
+				return
+			}
+			select {
+			case seen <- from:
+			default:
+			}
+			pc.WriteToUDPAddrPort(buf[:n], from)
+		}
+	}()
+	t.Cleanup(func() { pc.Close() })
+	return uint16(pc.LocalAddr().(*net.UDPAddr).Port), seen
+}
+
+// listenUDPHere creates the socket with raw syscalls so it is made by this
+// very thread (in its namespace), then hands it to the net package.
+func listenUDPHere(addr string) (*net.UDPConn, error) {
+	ap := netip.MustParseAddrPort(addr)
+	dom := unix.AF_INET6
+	var sa unix.Sockaddr = &unix.SockaddrInet6{Addr: ap.Addr().As16(), Port: int(ap.Port())}
+	if ap.Addr().Is4() {
+		dom = unix.AF_INET
+		sa = &unix.SockaddrInet4{Addr: ap.Addr().As4(), Port: int(ap.Port())}
+	}
+	fd, err := unix.Socket(dom, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Bind(fd, sa); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), "udp")
+	defer f.Close()
+	c, err := net.FilePacketConn(f)
+	if err != nil {
+		return nil, err
+	}
+	return c.(*net.UDPConn), nil
+}
+
+// start runs e in the namespace until the test ends.
+func (h *hostNS) start(e *Engine) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	h.fns <- func() { done <- e.Run(ctx) }
+	h.t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				h.t.Errorf("Run: %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			h.t.Errorf("Run did not return within 5s of cancel")
+		}
+	})
+}
+
+func newTestEngine(t *testing.T, opts Options) (*Engine, *fakeLink) {
+	t.Helper()
+	l := newFakeLink(t)
+	e, err := New(l, testParams(), opts)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e, l
+}

@@ -1,0 +1,202 @@
+package fwd
+
+import (
+	"encoding/binary"
+	"hash/maphash"
+	"math/bits"
+	"net/netip"
+
+	"github.com/gopasta/gopasta/internal/header"
+)
+
+// Protocol indexes of the translators (and of the per-protocol counters).
+const (
+	protoTCP = iota
+	protoUDP
+	protoICMP // ICMPv4 and ICMPv6 echo
+	numProtos
+)
+
+// flowKey identifies a flow by its namespace side: what the namespace sent
+// from and to. For echo flows nsPort is the echo identifier and dstPort 0.
+// Addresses are stored as 16 bytes (IPv4 as v4-mapped) so the key is a
+// plain comparable value with no pointers, hashed without allocation.
+type flowKey struct {
+	proto           uint8 // header.ProtocolTCP, ProtocolUDP, ProtocolICMPv4, ProtocolICMPv6
+	nsPort, dstPort uint16
+	ns, dst         [16]byte
+}
+
+func (k *flowKey) bytes(b *[37]byte) {
+	b[0] = k.proto
+	binary.BigEndian.PutUint16(b[1:], k.nsPort)
+	binary.BigEndian.PutUint16(b[3:], k.dstPort)
+	copy(b[5:21], k.ns[:])
+	copy(b[21:37], k.dst[:])
+}
+
+// Flow states.
+const (
+	flowFree uint8 = iota
+	flowActive
+	flowClosing // unhashed, socket closed at the end of the cycle
+)
+
+// Flow is one entry of the flow table: a namespace-side tuple and the host
+// socket that carries it. Translators keep any further per-flow state in
+// arrays of their own indexed by the flow's index (see translator), so this
+// struct stays small and protocol-neutral.
+type Flow struct {
+	key   flowKey
+	hash  uint32
+	state uint8
+	proto uint8 // protoTCP, protoUDP, protoICMP
+	v6    bool
+	// gen changes every time the slot is reused, so a stale epoll event
+	// for a closed flow is recognised and ignored.
+	gen uint32
+	// activePos is the flow's index in flowTable.active.
+	activePos int32
+
+	// Namespace side: the namespace's address and port, and the address
+	// and port it sent to (which replies come from).
+	NSAddr, DstAddr netip.Addr
+	NSPort, DstPort uint16
+	// Host side: the socket, and the address it is connected to after
+	// NAT (e.g. 127.0.0.1 for the gateway).
+	Fd       int
+	HostAddr netip.Addr
+
+	// Deadline (engine nanoseconds) at which the translator's timer
+	// hook runs; 0 = none.
+	Deadline int64
+	// Flags for the translators' use (UDP: traffic seen both ways).
+	Flags uint32
+}
+
+// flowTable is a fixed-capacity table: the flows are allocated once, free
+// slots are kept on a stack, and the index is an open-addressing hash with
+// linear probing and backward-shift deletion (no tombstones, so churn never
+// degrades lookups or allocates; a Go map would grow under insert/delete
+// churn). The index is twice the capacity, keeping probe sequences short.
+// The hash is keyed with a random seed so a namespace cannot aim collisions.
+type flowTable struct {
+	flows  []Flow
+	free   []int32
+	active []int32
+	index  []int32
+	mask   uint32
+	seed   maphash.Seed
+}
+
+func newFlowTable(capacity int) *flowTable {
+	n := uint32(1) << bits.Len32(uint32(2*capacity-1))
+	t := &flowTable{
+		flows:  make([]Flow, capacity),
+		free:   make([]int32, capacity),
+		active: make([]int32, 0, capacity),
+		index:  make([]int32, n),
+		mask:   n - 1,
+		seed:   maphash.MakeSeed(),
+	}
+	for i := range t.free {
+		t.free[i] = int32(capacity - 1 - i)
+		t.flows[i].Fd = -1
+	}
+	for i := range t.index {
+		t.index[i] = -1
+	}
+	return t
+}
+
+func (t *flowTable) hashKey(k *flowKey) uint32 {
+	var b [37]byte
+	k.bytes(&b)
+	return uint32(maphash.Bytes(t.seed, b[:]))
+}
+
+// lookup returns the index of the flow with key k, or -1.
+func (t *flowTable) lookup(k *flowKey) int32 {
+	h := t.hashKey(k)
+	for i := h & t.mask; ; i = (i + 1) & t.mask {
+		j := t.index[i]
+		if j < 0 {
+			return -1
+		}
+		if f := &t.flows[j]; f.hash == h && f.key == *k {
+			return j
+		}
+	}
+}
+
+// alloc takes a free slot for key k and indexes it; -1 when full. The
+// caller fills in the rest of the flow.
+func (t *flowTable) alloc(k *flowKey, proto uint8) int32 {
+	if len(t.free) == 0 {
+		return -1
+	}
+	idx := t.free[len(t.free)-1]
+	t.free = t.free[:len(t.free)-1]
+	f := &t.flows[idx]
+	gen := f.gen + 1
+	*f = Flow{key: *k, hash: t.hashKey(k), state: flowActive, proto: proto, gen: gen, Fd: -1}
+	f.activePos = int32(len(t.active))
+	t.active = append(t.active, idx)
+	i := f.hash & t.mask
+	for t.index[i] >= 0 {
+		i = (i + 1) & t.mask
+	}
+	t.index[i] = idx
+	return idx
+}
+
+// unhash removes flow idx from the index (it can no longer be found) and
+// marks it closing; release returns the slot once its socket is gone.
+func (t *flowTable) unhash(idx int32) {
+	f := &t.flows[idx]
+	i := f.hash & t.mask
+	for t.index[i] != idx {
+		i = (i + 1) & t.mask
+	}
+	// Backward-shift deletion: pull later members of the probe run
+	// into the hole unless their home slot lies cyclically in (hole, j].
+	hole := i
+	for j := (i + 1) & t.mask; t.index[j] >= 0; j = (j + 1) & t.mask {
+		home := t.flows[t.index[j]].hash & t.mask
+		var stays bool
+		if hole <= j {
+			stays = hole < home && home <= j
+		} else {
+			stays = hole < home || home <= j
+		}
+		if !stays {
+			t.index[hole] = t.index[j]
+			hole = j
+		}
+	}
+	t.index[hole] = -1
+	f.state = flowClosing
+}
+
+// release puts slot idx back on the free list.
+func (t *flowTable) release(idx int32) {
+	f := &t.flows[idx]
+	last := t.active[len(t.active)-1]
+	t.active[f.activePos] = last
+	t.flows[last].activePos = f.activePos
+	t.active = t.active[:len(t.active)-1]
+	f.state = flowFree
+	f.Fd = -1
+	t.free = append(t.free, idx)
+}
+
+// keyFor builds the key of a parsed namespace packet.
+func keyFor(p *packet, k *flowKey) {
+	k.proto = p.proto
+	k.nsPort, k.dstPort = p.sport, p.dport
+	k.ns = p.src.As16()
+	k.dst = p.dst.As16()
+	if p.proto == header.ProtocolICMPv4 || p.proto == header.ProtocolICMPv6 {
+		k.dstPort = 0
+	}
+}

@@ -1,0 +1,229 @@
+package fwd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+
+	"golang.org/x/sys/unix"
+)
+
+// Epoll tags: Fd carries a flow index (>= 0) or one of these, Pad the
+// flow's generation so events of a closed, reused slot are ignored.
+const (
+	tagLink  = -1
+	tagTimer = -2
+	tagWake  = -3
+)
+
+func (e *Engine) initPoll() error {
+	var err error
+	if e.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
+		return fmt.Errorf("fwd: epoll_create1: %w", err)
+	}
+	if e.timerfd, err = unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC); err != nil {
+		return fmt.Errorf("fwd: timerfd_create: %w", err)
+	}
+	if e.wakefd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
+		return fmt.Errorf("fwd: eventfd: %w", err)
+	}
+	for _, w := range []struct {
+		fd, tag int
+	}{{e.link.Fd(), tagLink}, {e.timerfd, tagTimer}, {e.wakefd, tagWake}} {
+		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(w.tag)}
+		if err := unix.EpollCtl(e.epfd, unix.EPOLL_CTL_ADD, w.fd, &ev); err != nil {
+			return fmt.Errorf("fwd: epoll_ctl add fd %d: %w", w.fd, err)
+		}
+	}
+	return nil
+}
+
+// Run forwards until ctx is done or the link fails, then closes every flow
+// and returns (nil after cancellation). It runs on its own OS thread: the
+// loop is the only user of the flow table, so nothing on the data path
+// takes a lock, and host sockets are created from this thread, which stays
+// in the host's network namespace. Run may be called once.
+func (e *Engine) Run(ctx context.Context) error {
+	if !e.running.CompareAndSwap(false, true) {
+		return errors.New("fwd: Run called twice")
+	}
+	if e.closed {
+		return errors.New("fwd: Run after Close")
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	defer e.Close()
+
+	stop := context.AfterFunc(ctx, func() {
+		var one = [8]byte{1}
+		unix.Write(e.wakefd, one[:])
+	})
+	defer stop()
+
+	e.updateClock()
+	e.nextTick = e.now + tickInterval
+	e.armTimer(e.nextTick)
+	for {
+		n, err := unix.EpollWait(e.epfd, e.events, -1)
+		if err != nil {
+			if err == unix.EINTR {
+				continue
+			}
+			return fmt.Errorf("fwd: epoll_wait: %w", err)
+		}
+		e.updateClock()
+		for i := range e.events[:n] {
+			ev := &e.events[i]
+			switch ev.Fd {
+			case tagLink:
+				if err := e.readLink(); err != nil {
+					e.flush()
+					return err
+				}
+			case tagTimer:
+				var buf [8]byte
+				unix.Read(e.timerfd, buf[:])
+				e.timerfdFired()
+			case tagWake:
+				e.flush()
+				return nil
+			default:
+				e.sockEvent(ev.Fd, uint32(ev.Pad), ev.Events)
+			}
+		}
+		e.flush()
+		e.reap()
+	}
+}
+
+// readLink reads and handles frames until the link has none, at most
+// rxBatchesPerCycle batches, so host sockets are not starved. Epoll is level
+// triggered: what is left is reported again at once.
+func (e *Engine) readLink() error {
+	for range rxBatchesPerCycle {
+		n, err := e.link.ReadBatch(e.rxBufs, e.rxSizes)
+		if err != nil {
+			return fmt.Errorf("fwd: reading the link: %w", err)
+		}
+		if n == 0 {
+			return nil
+		}
+		for i := range n {
+			e.rxFrames[i] = e.rxBufs[i][:e.rxSizes[i]]
+		}
+		e.handleFrames(e.rxFrames[:n])
+		if n < len(e.rxBufs) {
+			return nil
+		}
+	}
+	return nil
+}
+
+func (e *Engine) sockEvent(idx int32, gen uint32, events uint32) {
+	if idx < 0 || int(idx) >= len(e.ft.flows) {
+		return
+	}
+	f := &e.ft.flows[idx]
+	if f.state != flowActive || f.gen != gen {
+		return // closed this cycle, or a stale event for a reused slot
+	}
+	if t := e.tr[f.proto]; t != nil {
+		t.sockEvent(e, idx, events)
+	}
+}
+
+// wakeAt asks for a timer run no later than t (engine nanoseconds), for
+// translator deadlines shorter than the housekeeping tick.
+func (e *Engine) wakeAt(t int64) {
+	if t < e.timerAt {
+		e.armTimer(t)
+	}
+}
+
+func (e *Engine) armTimer(t int64) {
+	e.timerAt = t
+	d := t - e.now
+	if d < 1000 {
+		d = 1000 // 0 would disarm the timer
+	}
+	spec := unix.ItimerSpec{Value: unix.NsecToTimespec(d)}
+	unix.TimerfdSettime(e.timerfd, 0, &spec, nil)
+}
+
+func (e *Engine) timerfdFired() {
+	e.runTimers()
+	if e.now >= e.nextTick {
+		e.nextTick = e.now + tickInterval
+		if e.pcap != nil {
+			if err := e.pcap.flush(); err != nil && !e.warned.pcap {
+				e.warned.pcap = true
+				e.log.Warn("pcap capture stopped", "err", err)
+			}
+		}
+	}
+	e.armTimer(e.nextTick)
+}
+
+// runTimers calls the timer hook of every flow whose deadline passed. A
+// scan of the active flows once a second costs microseconds at the table
+// sizes we allow, and needs no timer structure to maintain per packet.
+func (e *Engine) runTimers() {
+	// Iterate by position: timer hooks may close flows, which only marks
+	// them (slots are released in reap), so the active list is stable.
+	for _, idx := range e.ft.active {
+		f := &e.ft.flows[idx]
+		if f.state != flowActive || f.Deadline == 0 || f.Deadline > e.now {
+			continue
+		}
+		if t := e.tr[f.proto]; t != nil {
+			t.timer(e, idx)
+		} else {
+			e.closeFlow(idx)
+		}
+	}
+}
+
+// sysOps is how translators touch host sockets. The kernel version is the
+// real thing; tests and the fuzz target use a fake, so arbitrary namespace
+// input never sends a packet anywhere.
+type sysOps interface {
+	socket(domain, typ, proto int) (int, error)
+	bind(fd int, sa unix.Sockaddr) error
+	connect(fd int, sa unix.Sockaddr) error
+	setsockoptInt(fd, level, opt, val int) error
+	bindToDevice(fd int, ifname string) error
+	sendmmsg(fd int, msgs []mmsghdr) (int, error)
+	recvmmsg(fd int, msgs []mmsghdr) (int, error)
+	recvmsg(fd int, p, oob []byte, flags int) (n, oobn, rflags int, err error)
+	close(fd int) error
+	// watch registers fd with epoll for flow idx of generation gen.
+	watch(fd int, idx int32, gen uint32, events uint32) error
+}
+
+type kernelSys struct{ epfd int }
+
+func (k *kernelSys) socket(d, t, p int) (int, error) {
+	return unix.Socket(d, t|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, p)
+}
+func (k *kernelSys) bind(fd int, sa unix.Sockaddr) error    { return unix.Bind(fd, sa) }
+func (k *kernelSys) connect(fd int, sa unix.Sockaddr) error { return unix.Connect(fd, sa) }
+func (k *kernelSys) setsockoptInt(fd, l, o, v int) error    { return unix.SetsockoptInt(fd, l, o, v) }
+func (k *kernelSys) bindToDevice(fd int, ifname string) error {
+	return unix.BindToDevice(fd, ifname)
+}
+func (k *kernelSys) sendmmsg(fd int, m []mmsghdr) (int, error) {
+	return sendmmsg(fd, m, unix.MSG_DONTWAIT)
+}
+func (k *kernelSys) recvmmsg(fd int, m []mmsghdr) (int, error) {
+	return recvmmsg(fd, m, unix.MSG_DONTWAIT)
+}
+func (k *kernelSys) recvmsg(fd int, p, oob []byte, flags int) (int, int, int, error) {
+	n, oobn, rf, _, err := unix.Recvmsg(fd, p, oob, flags)
+	return n, oobn, rf, err
+}
+func (k *kernelSys) close(fd int) error { return unix.Close(fd) }
+func (k *kernelSys) watch(fd int, idx int32, gen uint32, events uint32) error {
+	ev := unix.EpollEvent{Events: events, Fd: idx, Pad: int32(gen)}
+	return unix.EpollCtl(k.epfd, unix.EPOLL_CTL_ADD, fd, &ev)
+}

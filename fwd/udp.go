@@ -1,0 +1,279 @@
+package fwd
+
+import (
+	"errors"
+	"net/netip"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gopasta/gopasta/internal/header"
+)
+
+// UDP flows follow conntrack's timeouts, as pasta: short while only the
+// namespace talked (a query that got no answer), longer once the host side
+// answered.
+const (
+	udpTimeout      = 30 * int64(1e9)
+	udpTimeoutReply = 120 * int64(1e9)
+	udpBatch        = 64 // datagrams per sendmmsg / recvmmsg
+
+	flagReplied uint32 = 1 << 0 // traffic went both ways
+)
+
+// udpTr translates UDP: one flow per (namespace address/port, destination
+// address/port), each with a connected host socket, so the kernel does the
+// demultiplexing of replies and ICMP errors arrive on the right socket.
+type udpTr struct {
+	sendMsgs []mmsghdr
+	sendIov  []unix.Iovec
+	recvMsgs []mmsghdr
+	recvIov  []unix.Iovec
+	errBuf   []byte
+	oob      []byte
+}
+
+func newUDP(e *Engine) *udpTr {
+	return &udpTr{
+		sendMsgs: make([]mmsghdr, udpBatch),
+		sendIov:  make([]unix.Iovec, udpBatch),
+		recvMsgs: make([]mmsghdr, udpBatch),
+		recvIov:  make([]unix.Iovec, udpBatch),
+		errBuf:   make([]byte, 1280),
+		oob:      make([]byte, 512),
+	}
+}
+
+func (u *udpTr) open(e *Engine, p *packet) int32 {
+	hostDst := e.nat.FromTap(p.dst, p.dport, true)
+	if hostDst.Is6() && hostDst.IsLinkLocalUnicast() {
+		// A link-local destination the NAT did not map has no scope
+		// on the host side.
+		e.drop(DropDestination)
+		return -1
+	}
+	idx := e.newFlow(p, protoUDP)
+	if idx < 0 {
+		return -1
+	}
+	f := e.flow(idx)
+	f.HostAddr = hostDst
+	fd, err := e.hostSocket(idx, unix.SOCK_DGRAM, 0, p.sport)
+	if err != nil {
+		e.drop(DropHostSocket)
+		if e.debug {
+			e.log.Debug("udp: no host socket", "dst", hostDst, "port", p.dport, "err", err)
+		}
+		e.closeFlow(idx)
+		return -1
+	}
+	f.Fd = fd
+	f.Deadline = e.now + udpTimeout
+	return idx
+}
+
+// hostSocket opens, binds and connects the host socket of flow f, to
+// f.HostAddr port f.DstPort (f is flow idx). It binds to port first to keep the namespace's
+// source port (UDP) or echo identifier (ping sockets) where that port is
+// free on the host, and falls back to an ephemeral one. The socket is
+// registered with epoll for the flow.
+func (e *Engine) hostSocket(idx int32, typ, proto int, port uint16) (fd int, err error) {
+	f := e.flow(idx)
+	v6 := f.HostAddr.Is6()
+	domain := unix.AF_INET
+	if v6 {
+		domain = unix.AF_INET6
+	}
+	if fd, err = e.sys.socket(domain, typ, proto); err != nil {
+		return -1, err
+	}
+	defer func() {
+		if err != nil {
+			e.sys.close(fd)
+			fd = -1
+		}
+	}()
+	local := netip.Addr{}
+	ifname := ""
+	if !f.HostAddr.IsLoopback() {
+		local, ifname = e.opts.Outbound4, e.opts.OutboundIf4
+		if v6 {
+			local, ifname = e.opts.Outbound6, e.opts.OutboundIf6
+		}
+	}
+	if v6 {
+		e.sys.setsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1)
+		err = e.sys.setsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_RECVERR, 1)
+	} else {
+		err = e.sys.setsockoptInt(fd, unix.IPPROTO_IP, unix.IP_RECVERR, 1)
+	}
+	if err != nil {
+		return fd, err
+	}
+	if ifname != "" {
+		if err = e.sys.bindToDevice(fd, ifname); err != nil {
+			return fd, err
+		}
+	}
+	if port != 0 || local.IsValid() {
+		if err = e.sys.bind(fd, e.sockaddr(local, port, v6)); err != nil && port != 0 {
+			err = e.sys.bind(fd, e.sockaddr(local, 0, v6))
+		}
+		if err != nil {
+			return fd, err
+		}
+	}
+	if err = e.sys.connect(fd, e.sockaddr(f.HostAddr, f.DstPort, v6)); err != nil {
+		return fd, err
+	}
+	err = e.sys.watch(fd, idx, f.gen, unix.EPOLLIN)
+	return fd, err
+}
+
+// sockaddr fills the engine's reusable socket address (no allocation per
+// flow) for a (possibly invalid = any) address.
+func (e *Engine) sockaddr(a netip.Addr, port uint16, v6 bool) unix.Sockaddr {
+	if v6 {
+		e.sa6 = unix.SockaddrInet6{Port: int(port)}
+		if a.IsValid() {
+			e.sa6.Addr = a.As16()
+		}
+		return &e.sa6
+	}
+	e.sa4 = unix.SockaddrInet4{Port: int(port)}
+	if a.IsValid() {
+		e.sa4.Addr = a.As4()
+	}
+	return &e.sa4
+}
+
+// frames sends this cycle's datagrams of one flow with one sendmmsg.
+func (u *udpTr) frames(e *Engine, idx int32, pkts []*packet) {
+	f := e.flow(idx)
+	n := 0
+	for _, p := range pkts {
+		l4 := p.l4data()
+		ud := header.UDP(l4)
+		if !udpChecksumOK(p, ud) {
+			e.drop(DropBadChecksum)
+			continue
+		}
+		pay := ud.Payload()
+		iov := &u.sendIov[n]
+		if len(pay) > 0 {
+			iov.Base = &pay[0]
+		} else {
+			iov.Base = nil
+		}
+		iov.SetLen(len(pay))
+		u.sendMsgs[n].hdr = unix.Msghdr{Iov: iov, Iovlen: 1}
+		n++
+	}
+	for sent, retried := 0, false; sent < n; {
+		m, err := e.sys.sendmmsg(f.Fd, u.sendMsgs[sent:n])
+		if err != nil {
+			// A pending ICMP error (ECONNREFUSED...) fails the
+			// first send once and is cleared by it: retry once.
+			if !retried && !errors.Is(err, unix.EAGAIN) {
+				retried = true
+				continue
+			}
+			for range n - sent {
+				e.drop(DropHostSocket)
+			}
+			break
+		}
+		sent += m
+	}
+	if f.Flags&flagReplied != 0 {
+		f.Deadline = e.now + udpTimeoutReply
+	} else {
+		f.Deadline = e.now + udpTimeout
+	}
+}
+
+// udpChecksumOK verifies a datagram's checksum (0 is "none" in IPv4 only).
+func udpChecksumOK(p *packet, ud header.UDP) bool {
+	if ud.Checksum() == 0 {
+		return !p.v6
+	}
+	ip := p.ip()
+	var ps uint16
+	dg := ud[:ud.Length()]
+	if p.v6 {
+		ps = header.PseudoHeaderChecksum(header.ProtocolUDP, header.IPv6(ip).SrcSlice(), header.IPv6(ip).DstSlice(), uint32(len(dg)))
+	} else {
+		ps = header.PseudoHeaderChecksum(header.ProtocolUDP, header.IPv4(ip).SrcSlice(), header.IPv4(ip).DstSlice(), uint32(len(dg)))
+	}
+	return header.Checksum(dg, ps) == 0xffff
+}
+
+func (u *udpTr) sockEvent(e *Engine, idx int32, events uint32) {
+	if events&unix.EPOLLERR != 0 {
+		u.drainErrors(e, idx)
+	}
+	if events&unix.EPOLLIN != 0 {
+		u.receive(e, idx)
+	}
+}
+
+// receive turns one recvmmsg batch of host datagrams into frames, received
+// straight into the transmit buffers behind room for the headers.
+// Datagrams larger than the namespace MTU allows are dropped and counted:
+// like pasta, the engine never fragments.
+func (u *udpTr) receive(e *Engine, idx int32) {
+	f := e.flow(idx)
+	off := l4Offset(f.v6) + header.UDPMinimumSize
+	maxPay := e.frameMax - off
+	bs := e.txBufs(udpBatch)
+	for i, b := range bs {
+		u.recvIov[i].Base = &b[off]
+		u.recvIov[i].SetLen(maxPay)
+		u.recvMsgs[i].hdr = unix.Msghdr{Iov: &u.recvIov[i], Iovlen: 1}
+	}
+	n, err := e.sys.recvmmsg(f.Fd, u.recvMsgs[:len(bs)])
+	if err != nil || n == 0 {
+		return // EAGAIN, or a pending error that EPOLLERR reports
+	}
+	w := 0
+	for i := range n {
+		if u.recvMsgs[i].hdr.Flags&unix.MSG_TRUNC != 0 {
+			e.drop(DropTooBig)
+			continue
+		}
+		ln := int(u.recvMsgs[i].n)
+		b := bs[i]
+		l4len := header.UDPMinimumSize + ln
+		o := e.writeHeaders(b, f.v6, header.ProtocolUDP, f.DstAddr, f.NSAddr, l4len)
+		ud := header.UDP(b[o : o+l4len])
+		ud.Encode(f.DstPort, f.NSPort, uint16(l4len))
+		ud.SetChecksum(ud.CalculateChecksum(pseudoSum(b, f.v6, header.ProtocolUDP, l4len)))
+		e.txCommitFrom(bs, i, w, o+l4len)
+		w++
+	}
+	f.Flags |= flagReplied
+	f.Deadline = e.now + udpTimeoutReply
+}
+
+// drainErrors reads the socket's error queue (IP_RECVERR) and turns each
+// ICMP error the host received for this flow into the same error toward the
+// namespace, quoting the datagram as the namespace sent it.
+func (u *udpTr) drainErrors(e *Engine, idx int32) {
+	f := e.flow(idx)
+	for range 8 {
+		n, oobn, _, err := e.sys.recvmsg(f.Fd, u.errBuf, u.oob, unix.MSG_ERRQUEUE)
+		if err != nil {
+			return
+		}
+		ee, offender, ok := parseRecvErr(u.oob[:oobn])
+		if !ok {
+			continue
+		}
+		var uh [header.UDPMinimumSize]byte
+		header.UDP(uh[:]).Encode(f.NSPort, f.DstPort, uint16(header.UDPMinimumSize+n))
+		e.icmpErrorToNS(f, ee, offender, header.ProtocolUDP, uh[:], u.errBuf[:n])
+	}
+}
+
+func (u *udpTr) timer(e *Engine, idx int32) { e.closeFlow(idx) }
+
+func (u *udpTr) closed(e *Engine, idx int32) {}
