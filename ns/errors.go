@@ -50,7 +50,10 @@ func (e *EnterError) Hint() string {
 		}
 		return "no such namespace"
 	case e.Op == "setns" && (errors.Is(e.Err, unix.EPERM) || errors.Is(e.Err, unix.EACCES)):
-		return "gopasta must run as the owner of the namespace's user namespace (or root)"
+		// The kernel wants CAP_SYS_ADMIN over the target's user namespace
+		// AND in the caller's own one, so owning the namespace is not
+		// enough from the initial user namespace.
+		return "gopasta must run as root, or inside the user namespace that owns the network namespace (as its owner)"
 	case errors.Is(e.Err, unix.EACCES) || errors.Is(e.Err, unix.EPERM):
 		return "no permission to open the namespace file; gopasta must run as the user owning the process (or root)"
 	case e.Op == "setns" && errors.Is(e.Err, unix.EINVAL):

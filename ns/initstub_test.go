@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -31,8 +32,8 @@ const envNobodyTest = "GOPASTA_NS_TEST_AS_NOBODY"
 func asNobody(t *testing.T) bool {
 	t.Helper()
 	if os.Getenv(envNobodyTest) == t.Name() {
-		if os.Getuid() != 65534 {
-			t.Fatalf("re-run as nobody: uid %d, want 65534", os.Getuid())
+		if uid := hostUID(t); uid != 65534 {
+			t.Fatalf("re-run as nobody: host uid %d, want 65534", uid)
 		}
 		return true
 	}
@@ -80,6 +81,40 @@ func asNobody(t *testing.T) bool {
 		t.Fatalf("re-run as uid 65534 ran no test")
 	}
 	return false
+}
+
+// inOwnUserNS makes the calling test run in a user namespace of its own
+// through ReexecInUserNS, like an unprivileged gopasta does: it returns true
+// in that copy and false (after checking the copy passed) in the caller.
+func inOwnUserNS(t *testing.T) bool {
+	t.Helper()
+	if InReexecUserNS() {
+		return true
+	}
+	status, err := ReexecInUserNS()
+	if err != nil {
+		t.Fatalf("ReexecInUserNS: %v", err)
+	}
+	if status != 0 {
+		t.Fatalf("test copy in its own user namespace: exit status %d, want 0", status)
+	}
+	return false
+}
+
+// hostUID is our uid as the initial user namespace sees it.
+func hostUID(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/uid_map")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		t.Fatalf("uid_map %q", b)
+	}
+	inside, _ := strconv.Atoi(f[0])
+	outside, _ := strconv.Atoi(f[1])
+	return os.Getuid() - inside + outside
 }
 
 func copyFile(t *testing.T, from, to string, mode os.FileMode) {

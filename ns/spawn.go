@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"runtime"
 	"strconv"
 	"strings"
@@ -24,6 +25,11 @@ type SpawnConfig struct {
 	// Standard streams of the command; nil means gopasta's own.
 	Stdin, Stdout, Stderr *os.File
 	Env                   []string // nil = os.Environ()
+	// NoUserNS skips the new user namespace (UID and GID are then unused):
+	// the other namespaces belong to gopasta's own user namespace, which
+	// lets gopasta join the network namespace. Use it when gopasta runs as
+	// root or was re-executed by ReexecInUserNS.
+	NoUserNS bool
 }
 
 // A Child is the init process of a spawned namespace set. It runs the
@@ -99,15 +105,19 @@ func Spawn(cfg SpawnConfig) (*Child, error) {
 		Stderr:     std[2],
 		ExtraFiles: []*os.File{ctlR}, // fd 3 (ctlFd) in the stub
 		SysProcAttr: &syscall.SysProcAttr{
-			Cloneflags: unix.CLONE_NEWUSER | unix.CLONE_NEWNET | unix.CLONE_NEWUTS |
-				unix.CLONE_NEWIPC | unix.CLONE_NEWNS | unix.CLONE_NEWPID,
-			UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}},
-			GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: gid, Size: 1}},
-			GidMappingsEnableSetgroups: false,
+			Cloneflags: unix.CLONE_NEWNET | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC |
+				unix.CLONE_NEWNS | unix.CLONE_NEWPID,
 			// If gopasta dies the namespace has no network left: take the
 			// init, and with it every process in the PID namespace, along.
 			Pdeathsig: unix.SIGKILL,
 		},
+	}
+	if !cfg.NoUserNS {
+		a := cmd.SysProcAttr
+		a.Cloneflags |= unix.CLONE_NEWUSER
+		a.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}}
+		a.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: gid, Size: 1}}
+		a.GidMappingsEnableSetgroups = false
 	}
 	c := &Child{cmd: cmd, ctl: ctlW, ttyFiles: std[:], done: make(chan struct{})}
 
@@ -199,9 +209,13 @@ func (c *Child) Signal(sig os.Signal) error {
 // terminalSentIt reports whether the command's terminal has gopasta's
 // process group in the foreground, i.e. whether a SIGINT/SIGQUIT we got
 // most likely came from the keyboard and hit the command as well.
-func (c *Child) terminalSentIt() bool {
+func (c *Child) terminalSentIt() bool { return foregroundIsOurs(c.ttyFiles) }
+
+// foregroundIsOurs reports whether the first terminal among files has our
+// process group in the foreground.
+func foregroundIsOurs(files []*os.File) bool {
 	pgrp := unix.Getpgrp()
-	for _, f := range c.ttyFiles {
+	for _, f := range files {
 		fg, err := unix.IoctlGetInt(int(f.Fd()), unix.TIOCGPGRP)
 		if err == nil {
 			return fg == pgrp
@@ -236,4 +250,84 @@ func exitStatus(ps *os.ProcessState, werr error) (int, error) {
 		return 128 + int(ws.Signal()), nil
 	}
 	return 0, fmt.Errorf("ns: namespace init ended with wait status %#x", uint32(ws))
+}
+
+const envUserNS = "GOPASTA_USERNS"
+
+// Read (and hidden from children) before main runs, so a command or nested
+// gopasta never mistakes itself for the re-executed copy.
+var inReexecUserNS = os.Getenv(envUserNS) == initProtocol
+
+func init() { os.Unsetenv(envUserNS) }
+
+// InReexecUserNS reports whether this process is the copy started by
+// ReexecInUserNS, i.e. root in a user namespace of its own.
+func InReexecUserNS() bool { return inReexecUserNS }
+
+// ReexecInUserNS runs gopasta again, with the same arguments and standard
+// streams, in a new user namespace where it is root (uid_map "0 UID 1",
+// gid_map "0 GID 1", setgroups denied), still in the host's network
+// namespace, and returns the status to exit with once that copy ends.
+// SIGINT, SIGTERM, SIGHUP and SIGQUIT received meanwhile are passed on
+// (keyboard signals only when the terminal did not deliver them already).
+//
+// This is how an unprivileged gopasta gets to join the network namespaces
+// it creates: the copy owns them and holds CAP_SYS_ADMIN in its own user
+// namespace, which setns(CLONE_NEWNET) requires. The copy spawns with
+// SpawnConfig.NoUserNS. Joining someone else's existing user namespace
+// (attach mode) is not possible this way: setns(CLONE_NEWUSER) refuses
+// multithreaded processes, and a Go process always is.
+func ReexecInUserNS() (status int, err error) {
+	if inReexecUserNS {
+		return 0, errors.New("ns: already re-executed in a user namespace")
+	}
+	cmd := &exec.Cmd{
+		Path:   "/proc/self/exe",
+		Args:   os.Args,
+		Env:    append(withoutStubEnv(os.Environ()), envUserNS+"="+initProtocol),
+		Stdin:  os.Stdin,
+		Stdout: os.Stdout,
+		Stderr: os.Stderr,
+		SysProcAttr: &syscall.SysProcAttr{
+			Cloneflags:                 unix.CLONE_NEWUSER,
+			UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
+			GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}},
+			GidMappingsEnableSetgroups: false,
+			Pdeathsig:                  unix.SIGKILL,
+		},
+	}
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT)
+	defer signal.Stop(sigs)
+
+	started := make(chan error, 1)
+	done := make(chan struct{})
+	go func() { // locked for Pdeathsig, as in Spawn
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		werr := cmd.Wait()
+		status, err = exitStatus(cmd.ProcessState, werr)
+		close(done)
+	}()
+	if err := <-started; err != nil {
+		return 0, fmt.Errorf("ns: re-execute in a user namespace: %w%s", err, spawnHint(err))
+	}
+	ttys := []*os.File{os.Stdin, os.Stdout, os.Stderr}
+	for {
+		select {
+		case <-done:
+			return status, err
+		case sig := <-sigs:
+			s := sig.(syscall.Signal)
+			if (s == unix.SIGINT || s == unix.SIGQUIT) && foregroundIsOurs(ttys) {
+				continue
+			}
+			cmd.Process.Signal(s)
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"net"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -248,16 +249,23 @@ func TestSpawnNamespaces(t *testing.T) {
 		if os.Getuid() != 0 && os.Getenv(envNobodyTest) == "" {
 			t.Skip("needs root")
 		}
-		checkSpawnNamespaces(t)
+		checkSpawnNamespaces(t, false)
 	})
 	t.Run("nobody", func(t *testing.T) {
 		if asNobody(t) {
-			checkSpawnNamespaces(t)
+			checkSpawnNamespaces(t, false)
+		}
+	})
+	// The rootless set-up gopasta uses: re-executed in a user namespace of
+	// its own, it spawns without another one and can join the netns.
+	t.Run("nobody reexec", func(t *testing.T) {
+		if asNobody(t) && inOwnUserNS(t) {
+			checkSpawnNamespaces(t, true)
 		}
 	})
 }
 
-func checkSpawnNamespaces(t *testing.T) {
+func checkSpawnNamespaces(t *testing.T, noUserNS bool) {
 	ip, err := exec.LookPath("ip")
 	if err != nil {
 		t.Skip("ip(8) not installed")
@@ -266,7 +274,27 @@ func checkSpawnNamespaces(t *testing.T) {
 	script := `id -u; id -g; hostname; cat /proc/self/uid_map /proc/self/gid_map /proc/sys/net/ipv4/ping_group_range
 echo PIDS $(ls /proc | grep -E '^[0-9]+$')
 ` + ip + ` -o link | cut -d: -f2 | tr -d ' ' | sed 's/^/LINK /'`
-	s := spawnT(t, SpawnConfig{Command: []string{"sh", "-c", script}, Hostname: hostname})
+	s := spawnT(t, SpawnConfig{Command: []string{"sh", "-c", script}, Hostname: hostname, NoUserNS: noUserNS})
+	if noUserNS || os.Getuid() == 0 { // else see TestEnterRootless/nobody
+		th, err := Enter(s.NetNSPath())
+		if err != nil {
+			t.Fatalf("Enter(%s): %v", s.NetNSPath(), err)
+		}
+		var names []string
+		if err := th.Do(func() error {
+			ifs, err := net.Interfaces()
+			for _, i := range ifs {
+				names = append(names, i.Name)
+			}
+			return err
+		}); err != nil {
+			t.Fatalf("Do: %v", err)
+		}
+		th.Close()
+		if strings.Join(names, ",") != "lo" {
+			t.Errorf("interfaces seen by a Thread in the child's netns: got %v, want only lo", names)
+		}
+	}
 	if err := s.Release(); err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +307,10 @@ echo PIDS $(ls /proc | grep -E '^[0-9]+$')
 		t.Fatalf("got %d lines of output, want at least 8: %q", len(lines), lines)
 	}
 	field := func(s string) string { return strings.Join(strings.Fields(s), " ") }
-	uid, gid := os.Getuid(), os.Getgid()
+	uid, gid := hostUID(t), hostUID(t)
+	if !noUserNS {
+		uid, gid = os.Getuid(), os.Getgid()
+	}
 	for i, want := range []string{"0", "0", hostname,
 		fmt.Sprintf("0 %d 1", uid), fmt.Sprintf("0 %d 1", gid), "0 0"} {
 		if got := field(lines[i]); got != want {

@@ -21,13 +21,19 @@ import (
 // goroutine is locked, the Go runtime clones new threads from a clean
 // template thread.
 //
-// Joining only the network namespace is deliberate. Go cannot setns into a
-// user namespace (the process is multithreaded), and need not: a process
-// whose euid owns the namespace's user namespace, or an ancestor of it, holds
-// CAP_SYS_ADMIN there, which is all setns(CLONE_NEWNET) asks for. No
-// unshare(CLONE_FS) is needed beforehand either: that is required only for
-// joining mount namespaces (the fs_struct is shared between threads), while
+// Only the network namespace is joined: Go cannot setns into a user
+// namespace (the process is multithreaded). The kernel allows
+// setns(CLONE_NEWNET) when the caller has CAP_SYS_ADMIN both over the
+// namespace's owning user namespace and in its own user namespace. Root has
+// both. An unprivileged user in the initial user namespace lacks the second,
+// even for a namespace it created: gopasta must then run inside the owning
+// user namespace (see ReexecInUserNS and SpawnConfig.NoUserNS), where it is
+// privileged. No unshare(CLONE_FS) is needed beforehand: that matters only
+// for joining mount namespaces (fs_struct is shared between threads), while
 // the network namespace lives in the per-thread nsproxy.
+//
+// Inside Do, /proc/self/net shows the thread group leader's namespace; use
+// /proc/thread-self/net for the namespace's tables.
 type Thread struct {
 	path string
 	tid  int
@@ -61,7 +67,7 @@ func Enter(netnsPath string) (*Thread, error) {
 		gone:  make(chan struct{}),
 	}
 	started := make(chan error, 1)
-	go t.loop(f, started)
+	goLocked(func() { t.loop(f, started) })
 	if err := <-started; err != nil {
 		return nil, err
 	}
@@ -70,7 +76,6 @@ func Enter(netnsPath string) (*Thread, error) {
 
 func (t *Thread) loop(f *os.File, started chan<- error) {
 	defer close(t.gone)
-	runtime.LockOSThread()
 	err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET)
 	f.Close()
 	if err != nil {
@@ -149,8 +154,7 @@ func InNetNS(path string, fn func() error) error {
 	}
 	defer target.Close()
 	done := make(chan doResult, 1)
-	go func() {
-		runtime.LockOSThread()
+	goLocked(func() {
 		orig, err := os.Open("/proc/thread-self/ns/net")
 		if err != nil {
 			runtime.UnlockOSThread()
@@ -177,12 +181,35 @@ func InNetNS(path string, fn func() error) error {
 		}
 		// else: leave the goroutine locked; the thread dies with it.
 		done <- r
-	}()
+	})
 	r := <-done
 	if r.panicked {
 		panic(r.panicVal)
 	}
 	return r.err
+}
+
+// goLocked runs fn on a new goroutine locked to an OS thread other than the
+// process's main thread; fn unlocks it or not. The main thread must stay in
+// the host namespace: /proc/self/ns/net and /proc/self/net follow it, and
+// the runtime never lets it exit, so it could not be discarded either.
+func goLocked(fn func()) {
+	go func() {
+		runtime.LockOSThread()
+		if unix.Gettid() != unix.Getpid() {
+			fn()
+			return
+		}
+		// We hold the main thread, so a goroutine locking now gets another.
+		locked := make(chan struct{})
+		go func() {
+			runtime.LockOSThread()
+			close(locked)
+			fn()
+		}()
+		<-locked
+		runtime.UnlockOSThread()
+	}()
 }
 
 // openNetNS opens path and makes sure it is a network namespace, so a wrong

@@ -1,0 +1,185 @@
+package ns
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// watchPoll bounds how long a missed or impossible notification delays
+// noticing that the namespace is gone.
+const watchPoll = time.Second
+
+var procNetNSRe = regexp.MustCompile(`^/proc/([0-9]+)/(?:task/([0-9]+)/)?ns/net$`)
+
+// WatchNetNS returns a channel that is closed when the network namespace at
+// path goes away, for attach mode's automatic exit.
+//
+// For /proc/PID/ns/net (and /proc/PID/task/TID/ns/net) that is when the
+// process ends: a pidfd reports it at once, and a once-a-second check of the
+// process's start time catches it too (a reused PID has another start
+// time). For any other path (/run/netns/NAME, a bind mount) it is when the
+// file is removed, renamed or unmounted: inotify on its directory triggers
+// a check of the file's device and inode, which also runs once a second.
+//
+// Cancelling ctx stops the watch without closing the channel.
+func WatchNetNS(ctx context.Context, path string) (<-chan struct{}, error) {
+	f, err := openNetNS(path)
+	if err != nil {
+		return nil, err
+	}
+	f.Close()
+	if m := procNetNSRe.FindStringSubmatch(filepath.Clean(path)); m != nil {
+		return watchProcess(ctx, m[1], m[2])
+	}
+	return watchFile(ctx, path)
+}
+
+func watchProcess(ctx context.Context, pidStr, tidStr string) (<-chan struct{}, error) {
+	pid, err := strconv.Atoi(pidStr)
+	if err != nil {
+		return nil, fmt.Errorf("ns: watch: bad PID %q", pidStr)
+	}
+	statPath := "/proc/" + pidStr + "/stat"
+	if tidStr != "" {
+		statPath = "/proc/" + pidStr + "/task/" + tidStr + "/stat"
+	}
+	first, err := readProcStat(statPath)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			err = ErrNoProcess
+		}
+		return nil, fmt.Errorf("ns: watch process %s: %w", pidStr, err)
+	}
+	gone := func() bool {
+		st, err := readProcStat(statPath)
+		if err != nil {
+			return errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ESRCH)
+		}
+		return st.startTime != first.startTime || st.state == 'Z' || st.state == 'X'
+	}
+	if gone() {
+		return nil, fmt.Errorf("ns: watch process %s: %w", pidStr, ErrNoProcess)
+	}
+	// pidfd_open only takes thread group leaders (before PIDFD_THREAD),
+	// and may be missing on old kernels: polling alone suffices then.
+	var wake *os.File
+	if tidStr == "" || tidStr == pidStr {
+		if fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK); err == nil {
+			wake = os.NewFile(uintptr(fd), "pidfd")
+			// The PID might have been reused between the check and the open.
+			if gone() {
+				wake.Close()
+				return nil, fmt.Errorf("ns: watch process %s: %w", pidStr, ErrNoProcess)
+			}
+		}
+	}
+	return startWatch(ctx, gone, wake, true), nil
+}
+
+func watchFile(ctx context.Context, path string) (<-chan struct{}, error) {
+	var first unix.Stat_t
+	if err := unix.Stat(path, &first); err != nil {
+		return nil, &EnterError{Path: path, Op: "watch", Err: err}
+	}
+	gone := func() bool {
+		var st unix.Stat_t
+		if err := unix.Stat(path, &st); err != nil {
+			// Only a vanished path counts: a transient error (EINTR,
+			// ENOMEM, EACCES after a chmod) must not end gopasta.
+			return errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR)
+		}
+		// An unmount (ip netns del unmounts, then unlinks) uncovers the
+		// mount point's own inode.
+		return st.Dev != first.Dev || st.Ino != first.Ino
+	}
+	// Without inotify (no permission, instances exhausted) polling still
+	// catches it within a second.
+	var wake *os.File
+	if fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK); err == nil {
+		const mask = unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN_DELETE_SELF |
+			unix.IN_MOVE_SELF | unix.IN_UNMOUNT | unix.IN_ATTRIB
+		if _, err := unix.InotifyAddWatch(fd, filepath.Dir(path), mask); err == nil {
+			wake = os.NewFile(uintptr(fd), "inotify")
+		} else {
+			unix.Close(fd)
+		}
+	}
+	return startWatch(ctx, gone, wake, false), nil
+}
+
+// startWatch checks gone once a second and whenever wake becomes readable
+// (wake may be nil; isPidfd says what it is), closing the returned channel when it reports true.
+func startWatch(ctx context.Context, gone func() bool, wake *os.File, isPidfd bool) <-chan struct{} {
+	ch := make(chan struct{})
+	woken := make(chan struct{}, 1)
+	if wake != nil {
+		go readWakeups(wake, isPidfd, woken)
+	}
+	go func() {
+		if wake != nil {
+			defer wake.Close() // also ends readWakeups
+		}
+		tick := time.NewTicker(watchPoll)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			case <-woken:
+			}
+			if gone() {
+				close(ch)
+				return
+			}
+		}
+	}()
+	return ch
+}
+
+// readWakeups turns readability of f into non-blocking sends on woken,
+// until f is closed. For inotify each batch of events is one wake-up; a
+// pidfd becomes readable once, when its process exits. Waiting goes through
+// the runtime's poller, so no OS thread is tied up.
+func readWakeups(f *os.File, isPidfd bool, woken chan<- struct{}) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return
+	}
+	buf := make([]byte, 4096)
+	for {
+		var failed bool
+		err := rc.Read(func(fd uintptr) bool {
+			if isPidfd {
+				pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+				k, _ := unix.Poll(pfd, 0)
+				return k > 0
+			}
+			_, err := unix.Read(int(fd), buf)
+			if err == unix.EAGAIN {
+				return false
+			}
+			failed = err != nil && err != unix.EINTR
+			return true
+		})
+		if err != nil || failed {
+			return
+		}
+		select {
+		case woken <- struct{}{}:
+		default:
+		}
+		if isPidfd {
+			return // it stays readable: one wake-up is all it has
+		}
+	}
+}
