@@ -64,15 +64,19 @@ func dialRoute() (*rtnetlink.Conn, error) {
 // addrFromIP converts a netlink address to netip, folding IPv4-in-IPv6
 // forms so that an AF_INET address never compares as IPv6.
 func addrFromIP(ip net.IP, family uint8) (netip.Addr, bool) {
-	if family == unix.AF_INET {
+	switch family {
+	case unix.AF_INET:
 		ip = ip.To4()
+	case unix.AF_INET6:
+		if len(ip) != net.IPv6len {
+			return netip.Addr{}, false
+		}
+	default:
+		return netip.Addr{}, false
 	}
 	a, ok := netip.AddrFromSlice(ip)
 	if !ok {
 		return netip.Addr{}, false
-	}
-	if family == unix.AF_INET {
-		a = a.Unmap()
 	}
 	return a, true
 }

@@ -1,0 +1,234 @@
+package ns_test
+
+import (
+	"encoding/json"
+	"errors"
+	"net/netip"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gopasta/gopasta/ns"
+	"github.com/gopasta/gopasta/tap"
+)
+
+type ipLink struct {
+	IfName   string   `json:"ifname"`
+	Flags    []string `json:"flags"`
+	MTU      int      `json:"mtu"`
+	Address  string   `json:"address"`
+	AddrInfo []struct {
+		Family    string `json:"family"`
+		Local     string `json:"local"`
+		PrefixLen int    `json:"prefixlen"`
+		Scope     string `json:"scope"`
+		Tentative bool   `json:"tentative"`
+	} `json:"addr_info"`
+}
+
+type ipRoute struct {
+	Dst     string `json:"dst"`
+	Gateway string `json:"gateway"`
+	Dev     string `json:"dev"`
+	PrefSrc string `json:"prefsrc"`
+}
+
+func ipLinks(t *testing.T) map[string]ipLink {
+	t.Helper()
+	var ls []ipLink
+	out := tmplIP(t, "-j", "addr")
+	if err := json.Unmarshal([]byte(out), &ls); err != nil {
+		t.Fatalf("ip -j addr: %v\n%s", err, out)
+	}
+	m := map[string]ipLink{}
+	for _, l := range ls {
+		m[l.IfName] = l
+	}
+	return m
+}
+
+// ipRoutes returns "dst [via gw] dev X" for the main table of family.
+func ipRoutes(t *testing.T, family string) []string {
+	t.Helper()
+	var rs []ipRoute
+	out := tmplIP(t, "-j", family, "route", "show", "table", "main")
+	if err := json.Unmarshal([]byte(out), &rs); err != nil {
+		t.Fatalf("ip -j %s route: %v\n%s", family, err, out)
+	}
+	var keys []string
+	for _, r := range rs {
+		k := r.Dst
+		if r.Gateway != "" {
+			k += " via " + r.Gateway
+		}
+		keys = append(keys, k+" dev "+r.Dev)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func (l ipLink) up() bool { return slices.Contains(l.Flags, "UP") }
+
+func (l ipLink) global() (addrs []string, tentative []string) {
+	for _, a := range l.AddrInfo {
+		if a.Scope != "global" {
+			continue
+		}
+		s := netip.PrefixFrom(netip.MustParseAddr(a.Local), a.PrefixLen).String()
+		addrs = append(addrs, s)
+		if a.Tentative {
+			tentative = append(tentative, s)
+		}
+	}
+	slices.Sort(addrs)
+	return addrs, tentative
+}
+
+// TestConfigureInterface copies a host template into a second namespace,
+// as --config-net does: discover in the "host", then open a TAP named like
+// the template interface in the "namespace" and configure it.
+func TestConfigureInterface(t *testing.T) {
+	restore := tmplEnterNetns(t)
+	tmplHost(t)
+	tmpl, err := ns.DiscoverTemplate(ns.TemplateOptions{})
+	restore()
+	if err != nil {
+		t.Fatalf("DiscoverTemplate: %v", err)
+	}
+
+	ourMAC := mustMAC("9a:55:9a:55:9a:55")
+	for _, tc := range []struct {
+		name       string
+		nc         func(ifindex int) ns.NetConfig
+		wantAddrs  []string
+		wantRoute4 []string
+		wantRoute6 []string
+		wantMTU    int
+	}{
+		{
+			name: "copy the template",
+			nc: func(ifindex int) ns.NetConfig {
+				return ns.NetConfig{
+					Ifindex: ifindex, MTU: 65520, MAC: ourMAC,
+					Addrs:    append(slices.Clone(tmpl.Addrs4), tmpl.Addrs6...),
+					Routes:   append(slices.Clone(tmpl.Routes4), tmpl.Routes6...),
+					Gateway4: tmpl.Gateway4, Gateway6: tmpl.Gateway6,
+					Up: true,
+				}
+			},
+			wantAddrs: []string{"192.0.2.1/24", "2001:db8::1/64"},
+			wantRoute4: []string{
+				"192.0.2.0/24 dev eth0",
+				"198.51.100.0/24 via 192.0.2.253 dev eth0",
+				"default via 192.0.2.254 dev eth0",
+			},
+			wantRoute6: []string{"2001:db8::/64 dev eth0", "default via 2001:db8::fe dev eth0", "fe80::/64 dev eth0"},
+			wantMTU:    65520,
+		},
+		{
+			// rootlesskit's -a 10.0.2.100 -n 24 -g 10.0.2.2: one address
+			// and a default route; a copied route's host prefsrc must be
+			// dropped rather than make the kernel refuse the route.
+			name: "address and gateway given",
+			nc: func(ifindex int) ns.NetConfig {
+				return ns.NetConfig{
+					Ifindex:  ifindex,
+					Addrs:    pfx("10.0.2.100/24"),
+					Routes:   []ns.Route{{Dst: netip.MustParsePrefix("198.51.100.0/24"), Gateway: addr("10.0.2.3"), Src: addr("192.0.2.1")}},
+					Gateway4: addr("10.0.2.2"),
+					Up:       true,
+				}
+			},
+			wantAddrs: []string{"10.0.2.100/24"},
+			wantRoute4: []string{
+				"10.0.2.0/24 dev eth0",
+				"198.51.100.0/24 via 10.0.2.3 dev eth0",
+				"default via 10.0.2.2 dev eth0",
+			},
+			wantRoute6: []string{"fe80::/64 dev eth0"},
+			wantMTU:    1500,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer tmplEnterNetns(t)()
+			if err := ns.LoopbackUp(); err != nil {
+				t.Fatalf("LoopbackUp: %v", err)
+			}
+			d, err := tap.Open(tap.Config{Name: tmpl.Ifname4})
+			if errors.Is(err, tap.ErrTunUnavailable) && os.Geteuid() != 0 {
+				t.Skipf("no TAP for this user: %v", err)
+			}
+			if err != nil {
+				t.Fatalf("tap.Open: %v", err)
+			}
+			defer d.Close()
+
+			nc := tc.nc(d.Index())
+			if err := ns.ConfigureInterface(nc); err != nil {
+				t.Fatalf("ConfigureInterface(%+v): %v", nc, err)
+			}
+			// Idempotent: a second run only meets EEXIST.
+			if err := ns.ConfigureInterface(nc); err != nil {
+				t.Fatalf("second ConfigureInterface: %v", err)
+			}
+
+			links := ipLinks(t)
+			if lo := links["lo"]; !lo.up() {
+				t.Errorf("lo flags: got %v, want UP", lo.Flags)
+			}
+			l, ok := links[d.Name()]
+			if !ok {
+				t.Fatalf("links: no %s in %v", d.Name(), links)
+			}
+			if !l.up() {
+				t.Errorf("%s flags: got %v, want UP", d.Name(), l.Flags)
+			}
+			if l.MTU != tc.wantMTU {
+				t.Errorf("%s MTU: got %d, want %d", d.Name(), l.MTU, tc.wantMTU)
+			}
+			if nc.MAC != nil && l.Address != nc.MAC.String() {
+				t.Errorf("%s MAC: got %s, want %s", d.Name(), l.Address, nc.MAC)
+			}
+			addrs, tentative := l.global()
+			if !slices.Equal(addrs, tc.wantAddrs) {
+				t.Errorf("%s addresses: got %v, want %v", d.Name(), addrs, tc.wantAddrs)
+			}
+			if len(tentative) > 0 {
+				t.Errorf("%s tentative addresses: got %v, want none (nodad)", d.Name(), tentative)
+			}
+			if got := ipRoutes(t, "-4"); !slices.Equal(got, tc.wantRoute4) {
+				t.Errorf("IPv4 routes:\n got %v\nwant %v", got, tc.wantRoute4)
+			}
+			if got := ipRoutes(t, "-6"); !slices.Equal(got, tc.wantRoute6) {
+				t.Errorf("IPv6 routes:\n got %v\nwant %v", got, tc.wantRoute6)
+			}
+			if b, err := os.ReadFile("/proc/sys/net/ipv6/conf/" + d.Name() + "/accept_dad"); err == nil && strings.TrimSpace(string(b)) != "0" {
+				t.Errorf("accept_dad: got %s, want 0", b)
+			}
+		})
+	}
+}
+
+func TestConfigureInterfaceErrors(t *testing.T) {
+	defer tmplEnterNetns(t)()
+	for _, tc := range []struct {
+		name string
+		nc   ns.NetConfig
+		want string
+	}{
+		{"no ifindex", ns.NetConfig{}, "invalid ifindex"},
+		{"missing interface", ns.NetConfig{Ifindex: 4242}, "4242"},
+		{"bad MAC", ns.NetConfig{Ifindex: 1, MAC: mustMAC("02:00:00:00:00:00:00:01")}, "not 6 bytes"},
+		{"bad MTU", ns.NetConfig{Ifindex: 1, MTU: 1 << 20}, "out of range"},
+		{"bad route gateway", ns.NetConfig{Ifindex: 1, Up: true,
+			Routes: []ns.Route{{Dst: netip.MustParsePrefix("198.51.100.0/24"), Gateway: addr("203.0.113.9")}}}, "198.51.100.0/24"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := ns.ConfigureInterface(tc.nc)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("ConfigureInterface(%+v): got %v, want an error mentioning %q", tc.nc, err, tc.want)
+			}
+		})
+	}
+}
