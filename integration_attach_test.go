@@ -65,9 +65,18 @@ func linksOfNetNS(t *testing.T, name string) func() ([]nstest.Link, error) {
 }
 
 // waitConfigured polls until the namespace's eth0 carries the host's
-// addresses, which --config-net copies.
-func waitConfigured(links func() ([]nstest.Link, error)) error {
+// addresses, which --config-net copies. It gives up early when gopasta
+// (foreground, may be nil) exits first.
+func waitConfigured(links func() ([]nstest.Link, error), fg *nstest.Proc) error {
 	return nstest.WaitFor(10*time.Second, func() error {
+		if fg != nil {
+			select {
+			case <-fg.Done():
+				r, _ := fg.Wait(0)
+				return nstest.Stop(fmt.Errorf("gopasta exited before configuring the namespace: %s", r))
+			default:
+			}
+		}
 		ls, err := links()
 		if err != nil {
 			return err
@@ -184,11 +193,7 @@ func TestIntegrationAttach(t *testing.T) {
 						}
 					}
 
-					if err := waitConfigured(links); err != nil {
-						if fg != nil {
-							_, stderr := fg.Output()
-							t.Logf("gopasta stderr: %s", stderr)
-						}
+					if err := waitConfigured(links, fg); err != nil {
 						t.Fatalf("namespace not configured: %v", err)
 					}
 

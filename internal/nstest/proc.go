@@ -202,13 +202,18 @@ func WaitGone(pid int, timeout time.Duration) (time.Duration, error) {
 }
 
 // WaitFor polls cond every 50ms until it returns nil or timeout passes, and
-// returns cond's last error.
+// returns cond's last error. A cond error wrapped with Stop ends the wait at
+// once (the thing waited for can no longer happen).
 func WaitFor(timeout time.Duration, cond func() error) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		err := cond()
 		if err == nil {
 			return nil
+		}
+		var s stopError
+		if errors.As(err, &s) {
+			return s.err
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("after %v: %w", timeout, err)
@@ -241,3 +246,10 @@ func KillOnCleanup(t testing.TB, pid int) {
 		}
 	})
 }
+
+type stopError struct{ err error }
+
+func (s stopError) Error() string { return s.err.Error() }
+
+// Stop marks a WaitFor condition error as final.
+func Stop(err error) error { return stopError{err} }

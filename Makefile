@@ -1,0 +1,66 @@
+# gopasta developer targets. Everything runs from a plain checkout with Go
+# (>= the go.mod version) on PATH; `make test` needs root (it creates network
+# namespaces and switches to uid 65534), and `bash .ci/run` installs what the
+# tests need on a fresh Debian 12 machine before running check, test and
+# fuzz-short.
+
+GO        ?= go
+BIN       ?= gopasta
+# make run CMD='ping -c1 192.0.2.1' runs another command in the namespace.
+CMD       ?= ip addr
+FUZZTIME  ?= 5s
+TESTFLAGS ?=
+STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
+VMTESTS   ?= internal/vmtest/run-vm-tests.sh
+
+.PHONY: all build run test check bench fuzz-short clean
+
+all: build
+
+## build: compile ./gopasta
+build:
+	$(GO) build -o $(BIN) .
+
+## run: build, then show a configured namespace: gopasta copies the host's
+## addresses and routes into a new user+network namespace and runs $(CMD)
+## there (default: `ip addr`, which prints lo and the TAP interface).
+run: build
+	./$(BIN) --config-net -- $(CMD)
+
+## test: the whole suite as root (unit, integration as root and uid 65534),
+## then the vhost-net tests inside a QEMU guest when their runner exists.
+test:
+	$(GO) test -count=1 -timeout 20m $(TESTFLAGS) ./...
+	@if [ -f $(VMTESTS) ]; then \
+		echo "== VM tests ($(VMTESTS))"; \
+		bash $(VMTESTS); \
+	else \
+		echo "== VM tests skipped: $(VMTESTS) not present"; \
+	fi
+
+## check: formatting, vet, staticcheck, and a man page that matches the CLI.
+check:
+	@out=$$(gofmt -l $$($(GO) list -f '{{.Dir}}' ./... | sort -u)); \
+	if [ -n "$$out" ]; then echo "gofmt -l: these files need formatting:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(STATICCHECK) ./...
+	$(GO) generate ./...
+	@git diff --exit-code -- man/ || { echo "man/ is stale: run 'go generate ./...' and commit the result"; exit 1; }
+
+## bench: the Go benchmarks of every package (the comparison harness
+## against pasta lands with the offload work, in bench/).
+bench:
+	$(GO) test -run=NONE -bench=. -benchmem ./...
+
+## fuzz-short: run every FuzzXxx target for $(FUZZTIME) each (seed corpora
+## already run as part of `make test`).
+fuzz-short:
+	@set -e; for pkg in $$($(GO) list ./...); do \
+		for fz in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+			echo "== $$pkg $$fz ($(FUZZTIME))"; \
+			$(GO) test -run=NONE -fuzz="^$$fz\$$" -fuzztime=$(FUZZTIME) $$pkg; \
+		done; \
+	done
+
+clean:
+	rm -f $(BIN)
