@@ -1,13 +1,16 @@
 package ns_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/netip"
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gopasta/gopasta/ns"
 	"github.com/gopasta/gopasta/tap"
@@ -203,8 +206,10 @@ func TestConfigureInterface(t *testing.T) {
 			if got := ipRoutes(t, "-6"); !slices.Equal(got, tc.wantRoute6) {
 				t.Errorf("IPv6 routes:\n got %v\nwant %v", got, tc.wantRoute6)
 			}
-			if b, err := os.ReadFile("/proc/sys/net/ipv6/conf/" + d.Name() + "/accept_dad"); err == nil && strings.TrimSpace(string(b)) != "0" {
-				t.Errorf("accept_dad: got %s, want 0", b)
+			// /proc/sys/net follows the reading thread's namespace, so
+			// this is the TAP's setting, not the host's.
+			if b, err := os.ReadFile("/proc/sys/net/ipv6/conf/" + d.Name() + "/accept_dad"); err != nil || strings.TrimSpace(string(b)) != "0" {
+				t.Errorf("accept_dad of %s: got %q (%v), want 0", d.Name(), b, err)
 			}
 		})
 	}
@@ -230,5 +235,74 @@ func TestConfigureInterfaceErrors(t *testing.T) {
 				t.Fatalf("ConfigureInterface(%+v): got %v, want an error mentioning %q", tc.nc, err, tc.want)
 			}
 		})
+	}
+}
+
+// tmplChildEnv marks the test binary re-run as uid 65534 inside its own
+// user and network namespace by TestTemplateRootless.
+const tmplChildEnv = "GOPASTA_NS_TEMPLATE_USERNS"
+
+// TestTemplateRootless re-runs the discovery and configuration tests as
+// uid 65534 in a user+network namespace that uid created (unshare -Urn):
+// everything here must work with only the capabilities a rootless user
+// gets in its own namespaces.
+func TestTemplateRootless(t *testing.T) {
+	if os.Getenv(tmplChildEnv) != "" {
+		t.Skip("already the rootless child")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to switch to uid 65534")
+	}
+	for _, tool := range []string{"setpriv", "unshare", "ip"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed", tool)
+		}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// go test's build directory is 0700; uid 65534 needs its own copy.
+	dir, err := os.MkdirTemp("", "gopasta-ns-template-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	data, err := os.ReadFile(self)
+	if err == nil {
+		err = os.Chmod(dir, 0o755)
+	}
+	if err == nil {
+		err = os.WriteFile(dir+"/ns.test", data, 0o755)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+		"unshare", "-Urn", dir+"/ns.test", "-test.v", "-test.count=1",
+		"-test.run=^(TestDiscoverTemplate|TestDiscoverTemplateMissingInterface|TestConfigureInterface|TestConfigureInterfaceErrors)$")
+	cmd.Env = append(os.Environ(), tmplChildEnv+"=1")
+	cmd.Dir = "/"
+	outb, err := cmd.CombinedOutput()
+	out := string(outb)
+	switch {
+	case ctx.Err() != nil:
+		t.Fatalf("rootless child timed out:\n%s", out)
+	case strings.Contains(out, "unshare failed"):
+		t.Skipf("unprivileged user namespaces unavailable:\n%s", out)
+	case err != nil:
+		t.Fatalf("rootless child: %v\n%s", err, out)
+	case strings.Contains(out, "--- SKIP"):
+		t.Logf("rootless child skipped some tests:\n%s", out)
+	}
+	for _, name := range []string{"TestDiscoverTemplate", "TestConfigureInterface", "TestConfigureInterfaceErrors"} {
+		if !strings.Contains(out, "--- PASS: "+name+" ") {
+			t.Errorf("rootless child: no PASS for %s", name)
+		}
+	}
+	if t.Failed() {
+		t.Logf("child output:\n%s", out)
 	}
 }
