@@ -9,8 +9,10 @@ import (
 // ReadBatch reads frames into bufs until the queue is empty or bufs (or
 // sizes) run out, storing each frame's length in sizes. An empty queue is
 // not an error: it returns the count so far (possibly 0) and nil, and the
-// caller waits on Fd. A frame longer than its buffer is truncated by the
-// kernel, so buffers should hold MTU+14 bytes (plus the vnet header).
+// caller waits on Fd. The kernel silently truncates a frame longer than
+// its buffer (sizes[i] == len(bufs[i]), rest lost), so buffers must be
+// larger than the largest frame: MTU+14 plus the vnet header, or 64 KiB
+// plus the header once GSO offloads are on.
 //
 // It allocates nothing: the errno values it sees are preallocated by
 // x/sys/unix, and the frames land in the caller's buffers.
