@@ -1,0 +1,42 @@
+package vhostkern
+
+import "fmt"
+
+const (
+	// VnetHdrLen is sizeof(struct virtio_net_hdr_v1): flags, gso_type,
+	// hdr_len, gso_size, csum_start, csum_offset, num_buffers.
+	VnetHdrLen = 12
+	// numBuffersOff locates num_buffers, which the device fills with
+	// MRG_RXBUF to say how many used elements carry this frame.
+	numBuffersOff = 10
+
+	// MaxFrameLen bounds the Ethernet frames WriteBatch accepts: a 65535-byte
+	// IP packet behind an Ethernet header and a VLAN tag.
+	MaxFrameLen = 65535 + 14 + 4
+	// MinFrameLen is an Ethernet header; the TAP rejects anything shorter.
+	MinFrameLen = 14
+)
+
+// FrameLenError is returned by WriteBatch for a frame that cannot be sent.
+type FrameLenError struct {
+	Len, Max int
+}
+
+func (e *FrameLenError) Error() string {
+	return fmt.Sprintf("vhostkern: frame of %d bytes: want %d to %d", e.Len, MinFrameLen, e.Max)
+}
+
+// Stats counts frames and notifications per direction. Kicks are our
+// eventfd writes to the kernel, calls the kernel's writes to us; the point
+// of the suppression logic is to keep both far below the frame counts.
+type Stats struct {
+	RxFrames, TxFrames uint64
+	RxKicks, TxKicks   uint64 // RX kicks follow buffer refills
+	RxCalls, TxCalls   uint64
+	RxDropped          uint64 // frames longer than the caller's buffer
+	TxFull             uint64 // WriteBatch calls cut short by a full queue
+	RxPolled           uint64 // empty-queue polls that found a frame before re-arming
+	RxRearmed          uint64 // times ReadBatch re-armed the call and reported nothing
+	RxRefills          uint64 // batches of RX buffers handed back
+	TxBatches          uint64 // WriteBatch calls that published frames
+}
