@@ -35,6 +35,9 @@ type ipRoute struct {
 	Gateway string `json:"gateway"`
 	Dev     string `json:"dev"`
 	PrefSrc string `json:"prefsrc"`
+	Via     *struct {
+		Host string `json:"host"`
+	} `json:"via"`
 }
 
 func ipLinks(t *testing.T) map[string]ipLink {
@@ -64,6 +67,9 @@ func ipRoutes(t *testing.T, family string) []string {
 		k := r.Dst
 		if r.Gateway != "" {
 			k += " via " + r.Gateway
+		}
+		if r.Via != nil {
+			k += " via " + r.Via.Host
 		}
 		keys = append(keys, k+" dev "+r.Dev)
 	}
@@ -150,6 +156,21 @@ func TestConfigureInterface(t *testing.T) {
 				"default via 10.0.2.2 dev eth0",
 			},
 			wantRoute6: []string{"fe80::/64 dev eth0"},
+			wantMTU:    1500,
+		},
+		{
+			name: "IPv4 route via an IPv6 next hop",
+			nc: func(ifindex int) ns.NetConfig {
+				return ns.NetConfig{
+					Ifindex: ifindex,
+					Addrs:   pfx("192.0.2.1/24", "2001:db8::1/64"),
+					Routes:  []ns.Route{{Dst: netip.MustParsePrefix("198.18.0.0/24"), Gateway: addr("2001:db8::fd")}},
+					Up:      true,
+				}
+			},
+			wantAddrs:  []string{"192.0.2.1/24", "2001:db8::1/64"},
+			wantRoute4: []string{"192.0.2.0/24 dev eth0", "198.18.0.0/24 via 2001:db8::fd dev eth0"},
+			wantRoute6: []string{"2001:db8::/64 dev eth0", "fe80::/64 dev eth0"},
 			wantMTU:    1500,
 		},
 	} {

@@ -15,8 +15,10 @@ import (
 // another interface and nothing that only makes sense on the host (table,
 // expiry, cache flags).
 type Route struct {
-	Dst     netip.Prefix
-	Gateway netip.Addr // invalid for a direct (on-link) route
+	Dst netip.Prefix
+	// Gateway is invalid for a direct (on-link) route; it may be of the
+	// other family (an IPv4 route via an IPv6 router, RTA_VIA).
+	Gateway netip.Addr
 	Src     netip.Addr // preferred source (RTA_PREFSRC), if any
 	Metric  uint32     // RTA_PRIORITY
 	MTU     uint32     // RTAX_MTU, 0 if none
@@ -105,15 +107,28 @@ func routeTable(m *rtnetlink.RouteMessage) uint32 {
 // gateway, or each RTA_MULTIPATH entry in order.
 func routeHops(m *rtnetlink.RouteMessage) []hop {
 	if len(m.Attributes.Multipath) == 0 {
-		gw, _ := addrFromIP(m.Attributes.Gateway, m.Family)
+		gw := nextHopAddr(m.Attributes.Gateway, m.Attributes.Via, m.Family)
 		return []hop{{ifindex: int(m.Attributes.OutIface), gw: gw, flags: m.Flags}}
 	}
 	hops := make([]hop, 0, len(m.Attributes.Multipath))
 	for _, nh := range m.Attributes.Multipath {
-		gw, _ := addrFromIP(nh.Gateway, m.Family)
+		gw := nextHopAddr(nh.Gateway, nh.Via, m.Family)
 		hops = append(hops, hop{ifindex: int(nh.Hop.IfIndex), gw: gw, flags: uint32(nh.Hop.Flags)})
 	}
 	return hops
+}
+
+// nextHopAddr reads RTA_GATEWAY, or RTA_VIA for a next hop of the other
+// family (an IPv4 route via an IPv6 router, RFC 5549, Linux 5.2).
+func nextHopAddr(gw net.IP, via *rtnetlink.RouteVia, family uint8) netip.Addr {
+	if a, ok := addrFromIP(gw, family); ok {
+		return a
+	}
+	if via != nil && via.Family <= 0xff {
+		a, _ := addrFromIP(via.Addr, uint8(via.Family))
+		return a
+	}
+	return netip.Addr{}
 }
 
 type hop struct {
@@ -197,8 +212,13 @@ func routeMessage(r Route, ifindex int) *rtnetlink.RouteMessage {
 	if r.Dst.Bits() > 0 {
 		m.Attributes.Dst = net.IP(r.Dst.Masked().Addr().AsSlice())
 	}
-	if r.Gateway.IsValid() {
+	switch {
+	case r.Gateway.IsValid() && r.Gateway.Is4() == (family == unix.AF_INET):
 		m.Attributes.Gateway = net.IP(r.Gateway.AsSlice())
+	case r.Gateway.Is4():
+		m.Attributes.Via = &rtnetlink.RouteVia{Family: unix.AF_INET, Addr: net.IP(r.Gateway.AsSlice())}
+	case r.Gateway.Is6():
+		m.Attributes.Via = &rtnetlink.RouteVia{Family: unix.AF_INET6, Addr: net.IP(r.Gateway.AsSlice())}
 	}
 	if r.Src.IsValid() {
 		m.Attributes.Src = net.IP(r.Src.AsSlice())

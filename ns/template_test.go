@@ -154,6 +154,19 @@ func TestDiscoverTemplate(t *testing.T) {
 			},
 		},
 		{
+			name: "IPv4 route via an IPv6 next hop (RTA_VIA)",
+			setup: func(t *testing.T) {
+				tmplHost(t)
+				tmplIP(t, "route", "add", "198.18.0.0/24", "via", "inet6", "2001:db8::fd", "dev", mainIf)
+			},
+			opts: ns.TemplateOptions{NoIPv6: true},
+			want: want{
+				if4: mainIf, addrs4: pfx("192.0.2.1/24"), gw4: addr("192.0.2.254"),
+				routes4: append(slices.Clone(hostRoutes4), "198.18.0.0/24 via 2001:db8::fd"),
+				mtu:     tmplMTU, mac: tmplMAC,
+			},
+		},
+		{
 			name:  "-i forces an interface without default route",
 			setup: func(t *testing.T) { tmplHost(t); tmplSide(t) },
 			opts:  ns.TemplateOptions{Interface: sideIf},
@@ -253,8 +266,11 @@ func TestDiscoverTemplate(t *testing.T) {
 			r4, r6 := routeKeys(got.Routes4), routeKeys(got.Routes6)
 			slices.Sort(r4)
 			slices.Sort(r6)
-			check("Routes4", r4, w.routes4)
-			check("Routes6", r6, w.routes6)
+			w4, w6 := slices.Clone(w.routes4), slices.Clone(w.routes6)
+			slices.Sort(w4)
+			slices.Sort(w6)
+			check("Routes4", r4, w4)
+			check("Routes6", r6, w6)
 			for _, r := range append(slices.Clone(got.Routes4), got.Routes6...) {
 				if r.Ifindex != got.Ifindex4 && r.Ifindex != got.Ifindex6 {
 					t.Errorf("route %v: ifindex %d is not the template's (%d/%d)", r, r.Ifindex, got.Ifindex4, got.Ifindex6)
