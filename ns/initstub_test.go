@@ -136,18 +136,6 @@ func copyFile(t *testing.T, from, to string, mode os.FileMode) {
 	}
 }
 
-// worldDir returns a temporary directory that every uid can use, for files
-// shared between the test and the namespace's root (which is the test's uid
-// on the host, but not necessarily its owner after asNobody).
-func worldDir(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	if err := os.Chmod(dir, 0o777); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
-
 func TestWithoutStubEnv(t *testing.T) {
 	in := []string{"A=1", envInit + "=1", envHostname + "=x", "GOPASTA_INITX=2", "B=" + envInit + "=1"}
 	got := strings.Join(withoutStubEnv(in), " ")

@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -19,10 +19,9 @@ import (
 // spawned is a Child plus its captured stdout+stderr.
 type spawned struct {
 	*Child
-	mu   sync.Mutex
-	out  bytes.Buffer
-	eof  chan struct{}
-	stop sync.Once
+	mu  sync.Mutex
+	out bytes.Buffer
+	eof chan struct{}
 }
 
 func (s *spawned) output() string {
@@ -357,5 +356,40 @@ func TestSpawnBadConfig(t *testing.T) {
 				t.Fatal("Spawn: got no error, want one")
 			}
 		})
+	}
+}
+
+// Signals sent to the init itself (a terminal's, or a stray kill) must
+// neither end it, which would take the whole PID namespace down, nor be
+// passed on a second time: only Signal forwards.
+func TestSpawnInitIgnoresDirectSignals(t *testing.T) {
+	s := spawnT(t, SpawnConfig{Command: []string{"sh", "-c", "trap 'echo got-$1' INT TERM HUP QUIT USR1; echo ready; sleep 1; echo survived"}})
+	if err := s.Release(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		s.mu.Lock()
+		ready := strings.Contains(s.out.String(), "ready")
+		s.mu.Unlock()
+		if ready {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("command did not start within 5s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGPIPE} {
+		if err := syscall.Kill(s.Pid, sig); err != nil {
+			t.Fatalf("kill init: %v", err)
+		}
+	}
+	if got := waitT(t, s, 10*time.Second); got != 0 {
+		t.Errorf("exit status: got %d, want 0 (output %q)", got, s.output())
+	}
+	out := s.output()
+	if !strings.Contains(out, "survived") || strings.Contains(out, "got-") {
+		t.Errorf("output: got %q, want the command untouched", out)
 	}
 }
