@@ -14,10 +14,10 @@ var (
 	testOurMAC = net.HardwareAddr{0x9a, 0x55, 0x9a, 0x55, 0x9a, 0x55}
 )
 
-// testParams is a namespace set up the way pasta would: documentation
+// respParams is a namespace set up the way pasta would: documentation
 // addresses, a gateway on the link, DNS and search domains for both
 // families.
-func testParams() *NetParams {
+func respParams() *NetParams {
 	return &NetParams{
 		OurMAC: testOurMAC, MTU: 1500,
 		Addr4: netip.MustParseAddr("192.0.2.10"), Prefix4: 24, Gateway4: netip.MustParseAddr("192.0.2.1"),
@@ -38,7 +38,7 @@ func arpRequest(op uint16, spa, tpa string) []byte {
 }
 
 func TestARPReply(t *testing.T) {
-	p := testParams()
+	p := respParams()
 	tests := []struct {
 		name     string
 		frame    []byte
@@ -82,7 +82,7 @@ func TestARPReply(t *testing.T) {
 
 func FuzzARPReply(f *testing.F) {
 	f.Add(arpRequest(header.ARPRequest, "192.0.2.10", "192.0.2.1"))
-	p := testParams()
+	p := respParams()
 	out := make([]byte, 1514)
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		if n := arpReply(p, frame, out); n != 0 && n != arpFrameLen {
@@ -92,7 +92,7 @@ func FuzzARPReply(f *testing.F) {
 }
 
 func BenchmarkARPReply(b *testing.B) {
-	p, fr, out := testParams(), arpRequest(header.ARPRequest, "192.0.2.10", "192.0.2.1"), make([]byte, 1514)
+	p, fr, out := respParams(), arpRequest(header.ARPRequest, "192.0.2.10", "192.0.2.1"), make([]byte, 1514)
 	b.ReportAllocs()
 	for b.Loop() {
 		if arpReply(p, fr, out) == 0 {

@@ -61,7 +61,7 @@ func dhcpReplyOptions(t *testing.T, name string, fr []byte) ([]byte, map[uint8][
 }
 
 func TestDHCPReply(t *testing.T) {
-	p := testParams()
+	p := respParams()
 	gw := p.Gateway4.AsSlice()
 	tests := []struct {
 		name      string
@@ -154,7 +154,7 @@ func TestDHCPReply(t *testing.T) {
 }
 
 func TestDHCPOffLinkGateway(t *testing.T) {
-	p := testParams()
+	p := respParams()
 	p.Prefix4 = 32
 	p.Gateway4 = netip.MustParseAddr("203.0.113.1")
 	p.Search = nil
@@ -182,7 +182,7 @@ func TestDHCPOffLinkGateway(t *testing.T) {
 func FuzzDHCPReply(f *testing.F) {
 	f.Add(dhcpFrame("0.0.0.0", 0, dhcpOptMsgType, 1, dhcpDiscover, dhcpOptRapidCommit, 0))
 	f.Add(dhcpFrame("192.0.2.10", 0, dhcpOptMsgType, 1, dhcpInform))
-	p := testParams()
+	p := respParams()
 	out := make([]byte, 1514)
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		_ = dhcpReply(p, frame, out)
@@ -191,7 +191,7 @@ func FuzzDHCPReply(f *testing.F) {
 }
 
 func BenchmarkDHCPReply(b *testing.B) {
-	p, out := testParams(), make([]byte, 1514)
+	p, out := respParams(), make([]byte, 1514)
 	fr := dhcpFrame("0.0.0.0", 0, dhcpOptMsgType, 1, dhcpDiscover)
 	b.ReportAllocs()
 	for b.Loop() {

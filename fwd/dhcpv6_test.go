@@ -41,7 +41,7 @@ func dhcpv6Frame(msgType uint8, opts ...[]byte) []byte {
 }
 
 func TestDHCPv6Reply(t *testing.T) {
-	p := testParams()
+	p := respParams()
 	var duid [10]byte
 	serverDUID(p, &duid)
 	cid := v6opt(dhcpv6OptClientID, testClientDUID)
@@ -142,7 +142,7 @@ func TestDHCPv6Reply(t *testing.T) {
 			}
 		}
 	}
-	no := testParams()
+	no := respParams()
 	no.NoDHCPv6 = true
 	if n := dhcpv6Reply(no, tests[0].frame, make([]byte, 1514)); n != 0 {
 		t.Errorf("NoDHCPv6: got a reply")
@@ -152,7 +152,7 @@ func TestDHCPv6Reply(t *testing.T) {
 func FuzzDHCPv6Reply(f *testing.F) {
 	f.Add(dhcpv6Frame(dhcpv6Solicit, v6opt(dhcpv6OptClientID, testClientDUID), v6opt(dhcpv6OptRapidCommit, nil), ianaReq("")))
 	f.Add(dhcpv6Frame(dhcpv6Confirm, v6opt(dhcpv6OptClientID, testClientDUID), ianaReq("2001:db8::1")))
-	p := testParams()
+	p := respParams()
 	out := make([]byte, 1514)
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		_ = dhcpv6Reply(p, frame, out)
@@ -161,7 +161,7 @@ func FuzzDHCPv6Reply(f *testing.F) {
 }
 
 func BenchmarkDHCPv6Reply(b *testing.B) {
-	p, out := testParams(), make([]byte, 1514)
+	p, out := respParams(), make([]byte, 1514)
 	fr := dhcpv6Frame(dhcpv6Solicit, v6opt(dhcpv6OptClientID, testClientDUID), v6opt(dhcpv6OptRapidCommit, nil), ianaReq(""))
 	b.ReportAllocs()
 	for b.Loop() {

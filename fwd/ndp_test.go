@@ -57,7 +57,7 @@ func checkICMPv6Reply(t *testing.T, name string, fr []byte, wantDstMAC []byte) (
 }
 
 func TestNDPNeighborAdvert(t *testing.T) {
-	p := testParams()
+	p := respParams()
 	tests := []struct {
 		name   string
 		frame  []byte
@@ -105,7 +105,7 @@ func TestNDPNeighborAdvert(t *testing.T) {
 			t.Errorf("%s: got option %d %x, want target link-layer address %x", tt.name, typ, body, []byte(testOurMAC))
 		}
 	}
-	noNDP := testParams()
+	noNDP := respParams()
 	noNDP.NoNDP = true
 	if n := ndpReply(noNDP, tests[0].frame, make([]byte, 1514)); n != 0 {
 		t.Errorf("NoNDP: got a %d-byte reply, want none", n)
@@ -155,7 +155,7 @@ func checkRA(t *testing.T, name string, p *NetParams, icmp header.ICMPv6) {
 }
 
 func TestNDPRouterAdvert(t *testing.T) {
-	p := testParams()
+	p := respParams()
 	out := make([]byte, 1514)
 	n := ndpReply(p, icmp6Frame("fe80::2", "ff02::2", 255, rsMessage), out)
 	if n == 0 {
@@ -178,7 +178,7 @@ func TestNDPRouterAdvert(t *testing.T) {
 	_, icmp = checkICMPv6Reply(t, "unsolicited", out[:n], allNodesMAC)
 	checkRA(t, "unsolicited", p, icmp)
 
-	noRA := testParams()
+	noRA := respParams()
 	noRA.NoRA = true
 	if n := ndpReply(noRA, icmp6Frame("fe80::2", "ff02::2", 255, rsMessage), out); n != 0 || buildRouterAdvert(noRA, out) != 0 {
 		t.Errorf("NoRA: got a reply")
@@ -191,7 +191,7 @@ func TestNDPRouterAdvert(t *testing.T) {
 func FuzzNDPReply(f *testing.F) {
 	f.Add(icmp6Frame("fe80::2", "ff02::1:ff00:1", 255, nsMessage("fe80::1", true)))
 	f.Add(icmp6Frame("fe80::2", "ff02::2", 255, rsMessage))
-	p := testParams()
+	p := respParams()
 	out := make([]byte, 1514)
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		_ = ndpReply(p, frame, out)
@@ -200,7 +200,7 @@ func FuzzNDPReply(f *testing.F) {
 }
 
 func BenchmarkNDPReply(b *testing.B) {
-	p, out := testParams(), make([]byte, 1514)
+	p, out := respParams(), make([]byte, 1514)
 	for _, bc := range []struct {
 		name  string
 		frame []byte
