@@ -23,8 +23,12 @@ type driven struct {
 }
 
 func newDriven(t testing.TB, opts Options) *driven {
+	return newDrivenParams(t, testParams(), opts)
+}
+
+func newDrivenParams(t testing.TB, p *NetParams, opts Options) *driven {
 	l := newFakeLink(t)
-	e, err := New(&discardLink{*l}, testParams(), opts)
+	e, err := New(&discardLink{*l}, p, opts)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -53,6 +57,8 @@ var (
 	ns4 = netip.MustParseAddr("10.0.2.100")
 	gw4 = netip.MustParseAddr("10.0.2.2")
 	ext = netip.MustParseAddr("192.0.2.7")
+	ns6 = netip.MustParseAddr("fd00::100")
+	gw6 = netip.MustParseAddr("fe80::1")
 )
 
 func TestUDPTimeout(t *testing.T) {

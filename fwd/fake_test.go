@@ -396,3 +396,9 @@ func newTestEngine(t *testing.T, opts Options) (*Engine, *fakeLink) {
 	t.Cleanup(func() { e.Close() })
 	return e, l
 }
+
+func testContext(t *testing.T) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx, cancel
+}
