@@ -56,7 +56,8 @@ bench:
 ## already run as part of `make test`).
 fuzz-short:
 	@set -e; for pkg in $$($(GO) list ./...); do \
-		for fz in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+		list=$$($(GO) test -list '^Fuzz' $$pkg) || { echo "$$list"; exit 1; }; \
+		for fz in $$(echo "$$list" | grep '^Fuzz' || true); do \
 			echo "== $$pkg $$fz ($(FUZZTIME))"; \
 			$(GO) test -run=NONE -fuzz="^$$fz\$$" -fuzztime=$(FUZZTIME) $$pkg; \
 		done; \
