@@ -28,7 +28,7 @@ func newDriven(t testing.TB, opts Options) *driven {
 
 func newDrivenParams(t testing.TB, p *NetParams, opts Options) *driven {
 	l := newFakeLink(t)
-	e, err := New(&discardLink{*l}, p, opts)
+	e, err := New(&discardLink{l}, p, opts)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -285,7 +285,7 @@ func BenchmarkUDPFrames(b *testing.B) {
 	}()
 	port := uint16(sink.LocalAddr().(*net.UDPAddr).Port)
 	l := newFakeLink(b)
-	e, err := New(&discardLink{*l}, testParams(), Options{})
+	e, err := New(&discardLink{l}, testParams(), Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -314,7 +314,7 @@ func BenchmarkUDPFrames(b *testing.B) {
 // the transmit queue and frame building, flushed to a discarding link.
 func BenchmarkUDPReplies(b *testing.B) {
 	l := newFakeLink(b)
-	e, err := New(&discardLink{*l}, testParams(), Options{})
+	e, err := New(&discardLink{l}, testParams(), Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -94,7 +94,7 @@ func (l *fakeLink) next(t *testing.T, timeout time.Duration, keep func([]byte) b
 }
 
 // discardLink drops whatever the engine writes (benchmarks, fuzzing).
-type discardLink struct{ fakeLink }
+type discardLink struct{ *fakeLink }
 
 func (l *discardLink) WriteBatch(bufs [][]byte) (int, error) { return len(bufs), nil }
 
