@@ -99,7 +99,11 @@ func TestPcapEngine(t *testing.T) {
 		t.Log("tshark not installed: skipping the tshark read")
 		return
 	}
-	out, err := exec.Command(tshark, "-r", path, "-T", "fields", "-e", "udp.srcport", "-e", "udp.dstport").CombinedOutput()
+	cmd := exec.Command(tshark, "-r", path, "-T", "fields", "-e", "udp.srcport", "-e", "udp.dstport")
+	// Its own HOME: tshark fails on a profile directory it cannot read
+	// (HOME=/root when the tests run as another user).
+	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("tshark: %v\n%s", err, out)
 	}
