@@ -19,6 +19,18 @@ import (
 // run carries out a validated configuration and returns the exit status:
 // the command's in spawn mode, 0 in attach mode once the namespace is gone.
 func run(cfg *config.Config) (int, error) {
+	// Joining a network namespace takes CAP_SYS_ADMIN in our own user
+	// namespace. Without it, run again as root of a user namespace: a new
+	// one that will own the spawned namespaces, or the target's own.
+	if !ns.InReexecUserNS() && !ns.HaveSysAdmin() {
+		switch {
+		case cfg.Mode == config.ModeSpawn:
+			return ns.ReexecInUserNS()
+		case cfg.UserNS != "" && !cfg.NetNSOnly:
+			return 1, ns.ExecInUserNS(cfg.UserNS)
+		}
+	}
+
 	// Attach mode goes to the background once ready, unless -f. The
 	// foreground copy only relays the outcome of the set-up.
 	var bg *background
@@ -68,6 +80,7 @@ func run(cfg *config.Config) (int, error) {
 			Stdin:    os.Stdin,
 			Stdout:   os.Stdout,
 			Stderr:   os.Stderr,
+			NoUserNS: ns.InReexecUserNS(),
 		})
 		if err != nil {
 			return 1, err
