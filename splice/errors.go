@@ -1,0 +1,34 @@
+package splice
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrClosed is returned by Add* once the Forwarder has been closed.
+var ErrClosed = errors.New("splice: forwarder closed")
+
+// LimitError reports that a bounded table is full; the connection or flow
+// handed over was refused (and its sockets closed).
+type LimitError struct {
+	What  string // "tcp connections" or "udp flows"
+	Limit int
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("splice: too many %s (limit %d)", e.What, e.Limit)
+}
+
+// SocketError reports an fd handed to Add* that cannot be used: wrong socket
+// type, not a socket, or a failing socket option.
+type SocketError struct {
+	Op  string
+	Fd  int
+	Err error
+}
+
+func (e *SocketError) Error() string {
+	return fmt.Sprintf("splice: fd %d: %s: %v", e.Fd, e.Op, e.Err)
+}
+
+func (e *SocketError) Unwrap() error { return e.Err }

@@ -1,0 +1,36 @@
+package splice
+
+import (
+	"log/slog"
+	"time"
+)
+
+// UDP flow timeouts, as conntrack (and pasta) use them: a flow that only
+// ever saw traffic one way is dropped sooner than one that got answers.
+const (
+	DefaultUDPTimeout      = 30 * time.Second
+	DefaultUDPReplyTimeout = 120 * time.Second
+)
+
+// Options configure a Forwarder. The zero value is usable.
+type Options struct {
+	// PipeSize is the F_SETPIPE_SZ target per direction (default 1 MiB);
+	// NewForwarder probes downwards to what the kernel allows.
+	PipeSize int
+	// PipePool bounds how many idle pipes are kept for reuse (default 64).
+	PipePool int
+	// MaxTCP bounds concurrent TCP connections (default: derived from
+	// RLIMIT_NOFILE, each connection costing up to 6 fds).
+	MaxTCP int
+	// MaxUDP bounds concurrent UDP flows (default 4096, capped by RLIMIT_NOFILE).
+	MaxUDP int
+	// IdleTimeout closes a TCP connection with no bytes moved for this long;
+	// 0 means never (spliced connections are ended by their peers).
+	IdleTimeout time.Duration
+	// UDPTimeout and UDPReplyTimeout default to 30 s and 120 s.
+	UDPTimeout, UDPReplyTimeout time.Duration
+	// UDPBatch is how many datagrams one recvmmsg/sendmmsg moves (default 32).
+	UDPBatch int
+	// Logger gets connection errors at debug level; nil discards.
+	Logger *slog.Logger
+}

@@ -1,0 +1,285 @@
+package splice
+
+import (
+	"net/netip"
+
+	"golang.org/x/sys/unix"
+)
+
+const spliceFlags = unix.SPLICE_F_MOVE | unix.SPLICE_F_NONBLOCK
+
+// tcpConn is one spliced connection. Direction i moves bytes from fd[i]
+// through dir[i].p to fd[1-i].
+//
+// Sockets are registered edge-triggered, so readiness is remembered here:
+// readable[s]/writable[s] are set by events and cleared only when a splice
+// proves them wrong (EAGAIN). That keeps epoll_ctl out of the data path:
+// a full pipe simply stops reads until the sink drains, and a full sink
+// waits for its EPOLLOUT edge.
+type tcpConn struct {
+	fd       [2]int
+	dir      [2]tcpDir
+	readable [2]bool
+	writable [2]bool
+	gen      uint32
+	active   bool
+	queued   bool  // in Forwarder.again
+	last     int64 // f.now when bytes last moved
+}
+
+type tcpDir struct {
+	p    *pipe
+	eof  bool // source returned end of file
+	shut bool // shutdown(SHUT_WR) sent to the sink
+}
+
+// AddTCP takes ownership of two connected (or connecting) TCP sockets, one
+// per namespace, and splices between them until both directions have ended.
+// It sets O_NONBLOCK, TCP_NODELAY and TCP_QUICKACK. On error both sockets
+// are closed with a reset, so the peer that is already connected learns at
+// once that forwarding failed.
+func (f *Forwarder) AddTCP(a, b int) error {
+	if err := f.addTCP(a, b); err != nil {
+		abortFd(a)
+		abortFd(b)
+		return err
+	}
+	return nil
+}
+
+func (f *Forwarder) addTCP(a, b int) error {
+	if a < 0 || b < 0 || a == b {
+		return &SocketError{Op: "add", Fd: b, Err: unix.EBADF}
+	}
+	for _, fd := range [2]int{a, b} {
+		if err := prepareTCP(fd); err != nil {
+			return err
+		}
+	}
+	if n := f.reservedTCP.Add(1); n > int64(f.opts.MaxTCP) {
+		f.reservedTCP.Add(-1)
+		return &LimitError{What: "tcp connections", Limit: f.opts.MaxTCP}
+	}
+	p0, err := f.pool.get()
+	if err != nil {
+		f.reservedTCP.Add(-1)
+		return err
+	}
+	p1, err := f.pool.get()
+	if err != nil {
+		f.pool.put(p0)
+		f.reservedTCP.Add(-1)
+		return err
+	}
+	if err := f.enqueue(pendingAdd{kind: kindTCP, fd: [2]int{a, b}, pipes: [2]*pipe{p0, p1}}); err != nil {
+		f.pool.put(p0)
+		f.pool.put(p1)
+		f.reservedTCP.Add(-1)
+		return err
+	}
+	return nil
+}
+
+// ForwardTCP dials dst in the other namespace with dial and splices the
+// accepted socket to the new one. accepted is owned (and reset on error).
+func (f *Forwarder) ForwardTCP(accepted int, network string, dst netip.AddrPort, dial Dialer) error {
+	fd, err := dial(network, dst)
+	if err != nil {
+		abortFd(accepted)
+		return err
+	}
+	return f.AddTCP(accepted, fd)
+}
+
+func prepareTCP(fd int) error {
+	typ, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TYPE)
+	if err != nil {
+		return &SocketError{Op: "SO_TYPE", Fd: fd, Err: err}
+	}
+	if typ != unix.SOCK_STREAM {
+		return &SocketError{Op: "check type", Fd: fd, Err: unix.EPROTOTYPE}
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		return &SocketError{Op: "O_NONBLOCK", Fd: fd, Err: err}
+	}
+	// Spliced loopback traffic should not wait for Nagle or delayed ACKs:
+	// the peers already decided how to batch.
+	if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1); err != nil {
+		return &SocketError{Op: "TCP_NODELAY", Fd: fd, Err: err}
+	}
+	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_QUICKACK, 1)
+	return nil
+}
+
+// abortFd closes fd so that its peer sees a reset rather than an orderly
+// end of stream.
+func abortFd(fd int) {
+	if fd < 0 {
+		return
+	}
+	_ = unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
+	unix.Close(fd)
+}
+
+func (f *Forwarder) startTCP(p *pendingAdd) {
+	var slot int
+	if n := len(f.tcpFree); n > 0 {
+		slot = f.tcpFree[n-1]
+		f.tcpFree = f.tcpFree[:n-1]
+	} else {
+		slot = len(f.tcp)
+		f.tcp = append(f.tcp, tcpConn{})
+	}
+	c := &f.tcp[slot]
+	gen := c.gen + 1
+	*c = tcpConn{fd: p.fd, gen: gen, active: true, last: f.now}
+	c.dir[0].p, c.dir[1].p = p.pipes[0], p.pipes[1]
+	f.ctr.tcpActive.Add(1)
+	f.ctr.tcpTotal.Add(1)
+	for side := 0; side < 2; side++ {
+		ev := tag(kindTCP, side, slot, gen)
+		ev.Events = unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET
+		if err := unix.EpollCtl(f.epfd, unix.EPOLL_CTL_ADD, c.fd[side], &ev); err != nil {
+			f.log.Warn("splice: epoll_ctl add tcp socket", "fd", c.fd[side], "err", err)
+			f.tcpClose(slot, true)
+			return
+		}
+	}
+	if f.opts.IdleTimeout > 0 {
+		f.armTimer()
+	}
+}
+
+func (f *Forwarder) tcpEvent(slot, side int, events uint32) {
+	c := &f.tcp[slot]
+	if events&unix.EPOLLERR != 0 {
+		if soerr, err := unix.GetsockoptInt(c.fd[side], unix.SOL_SOCKET, unix.SO_ERROR); err == nil && soerr != 0 {
+			f.log.Debug("splice: tcp socket error", "fd", c.fd[side], "err", unix.Errno(soerr))
+			f.tcpClose(slot, true)
+			return
+		}
+	}
+	if events&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+		c.readable[side] = true
+	}
+	if events&(unix.EPOLLOUT|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+		c.writable[side] = true
+	}
+	f.tcpPump(slot)
+}
+
+// tcpPump moves what it can in both directions, then forwards half-closes
+// and retires the connection once both directions are done.
+func (f *Forwarder) tcpPump(slot int) {
+	c := &f.tcp[slot]
+	more := false
+	for i := 0; i < 2; i++ {
+		m, ok := f.tcpMove(c, i)
+		if !ok {
+			f.tcpClose(slot, true)
+			return
+		}
+		more = more || m
+	}
+	if c.dir[0].shut && c.dir[1].shut {
+		f.tcpClose(slot, false)
+		return
+	}
+	if more && !c.queued {
+		c.queued = true
+		f.again = append(f.again, slot)
+	}
+}
+
+// tcpMove runs up to tcpRounds of source->pipe->sink for direction i. It
+// reports whether work is left (budget ran out) and false in ok when the
+// connection must be reset.
+func (f *Forwarder) tcpMove(c *tcpConn, i int) (more, ok bool) {
+	d := &c.dir[i]
+	src, dst, p := c.fd[i], c.fd[1-i], d.p
+	for round := 0; ; round++ {
+		if round == tcpRounds {
+			return true, true
+		}
+		moved := false
+		if c.readable[i] && !d.eof && p.n < p.size {
+			n, err := unix.Splice(src, nil, p.w, nil, p.size-p.n, spliceFlags)
+			switch {
+			case n > 0:
+				p.n += int(n)
+				moved = true
+			case err == nil:
+				d.eof = true
+			case err == unix.EAGAIN:
+				// With bytes in the pipe, EAGAIN may mean the pipe ran out
+				// of slots rather than the socket out of data: keep
+				// trying after the sink drains it.
+				if p.n == 0 {
+					c.readable[i] = false
+				}
+			case err == unix.EINTR:
+				moved = true
+			default:
+				f.log.Debug("splice: tcp read", "fd", src, "err", err)
+				return false, false
+			}
+		}
+		if p.n > 0 && c.writable[1-i] {
+			n, err := unix.Splice(p.r, nil, dst, nil, p.n, spliceFlags)
+			switch {
+			case n > 0:
+				p.n -= int(n)
+				moved = true
+				f.ctr.tcpBytes[i].Add(uint64(n))
+				c.last = f.now
+			case err == unix.EAGAIN:
+				c.writable[1-i] = false
+			case err == unix.EINTR:
+				moved = true
+			default:
+				f.log.Debug("splice: tcp write", "fd", dst, "err", err)
+				return false, false
+			}
+		}
+		if !moved {
+			break
+		}
+	}
+	// The FIN follows the last byte, not the read of end of file. Waiting
+	// for writable also keeps shutdown away from a socket still in
+	// SYN_SENT, where it would abort the connect.
+	if d.eof && p.n == 0 && !d.shut && c.writable[1-i] {
+		if err := unix.Shutdown(dst, unix.SHUT_WR); err != nil && err != unix.ENOTCONN {
+			f.log.Debug("splice: tcp shutdown", "fd", dst, "err", err)
+			return false, false
+		}
+		d.shut = true
+	}
+	return false, true
+}
+
+// tcpClose retires a connection: sockets closed (reset when abort, so the
+// surviving peer learns the other one failed), pipes back to the pool.
+func (f *Forwarder) tcpClose(slot int, abort bool) {
+	c := &f.tcp[slot]
+	for side := 0; side < 2; side++ {
+		// Explicit removal: a dup of the fd elsewhere would keep the
+		// registration alive past close.
+		_ = unix.EpollCtl(f.epfd, unix.EPOLL_CTL_DEL, c.fd[side], nil)
+		if abort {
+			abortFd(c.fd[side])
+		} else {
+			unix.Close(c.fd[side])
+		}
+		c.fd[side] = -1
+		f.pool.put(c.dir[side].p)
+		c.dir[side].p = nil
+	}
+	if abort {
+		f.ctr.tcpResets.Add(1)
+	}
+	c.active = false
+	f.tcpFree = append(f.tcpFree, slot)
+	f.ctr.tcpActive.Add(^uint64(0))
+	f.reservedTCP.Add(-1)
+}
