@@ -113,11 +113,22 @@ func TestIntegrationAttach(t *testing.T) {
 		target     target
 		foreground bool
 		noQuit     bool
-		rootOnly   bool // ip netns add needs root
+		// userns adds --userns /proc/PID/ns/user (byProcPath).
+		userns bool
+		// inUserNS runs gopasta inside the sleeper's user namespace, as
+		// podman does (its pasta runs in the rootless user namespace).
+		inUserNS bool
+		// rootOnly: ip netns add needs root, and --netns alone implies
+		// --netns-only, which an unprivileged caller outside the owning
+		// user namespace cannot use (the kernel wants CAP_SYS_ADMIN in
+		// the caller's own user namespace too).
+		rootOnly bool
 	}{
 		{name: "pid-foreground", target: byPID, foreground: true},
 		{name: "pid-daemon", target: byPID},
-		{name: "netns-procpath-daemon", target: byProcPath},
+		{name: "netns-procpath-daemon", target: byProcPath, rootOnly: true},
+		{name: "netns-userns-procpath-daemon", target: byProcPath, userns: true},
+		{name: "netns-podman-style", target: byProcPath, inUserNS: true},
 		{name: "netns-name-daemon", target: byName, rootOnly: true},
 		{name: "no-netns-quit", target: byPID, noQuit: true},
 	}
@@ -126,10 +137,11 @@ func TestIntegrationAttach(t *testing.T) {
 			for _, tc := range tests {
 				t.Run(tc.name, func(t *testing.T) {
 					if tc.rootOnly && !u.Root() {
-						t.Skip("skipping: needs root (ip netns add); the rootless form is netns-procpath")
+						t.Skip("skipping: needs root (ip netns add, or --netns-only outside the owning user namespace); rootless forms: netns-userns-procpath, netns-podman-style")
 					}
 					h, bin := setup(t, u)
 					args := []string{"--config-net"}
+					launcher := []string{bin}
 					var links func() ([]nstest.Link, error)
 					var remove func() // makes the namespace go away
 					switch tc.target {
@@ -139,6 +151,12 @@ func TestIntegrationAttach(t *testing.T) {
 							args = append(args, strconv.Itoa(pid))
 						} else {
 							args = append(args, "--netns", fmt.Sprintf("/proc/%d/ns/net", pid))
+						}
+						if tc.userns {
+							args = append(args, "--userns", fmt.Sprintf("/proc/%d/ns/user", pid))
+						}
+						if tc.inUserNS {
+							launcher = []string{"nsenter", "-t", strconv.Itoa(pid), "-U", "--preserve-credentials", "--", bin}
 						}
 						links = linksOfPID(t, h, u, pid)
 						remove = func() {
@@ -168,13 +186,13 @@ func TestIntegrationAttach(t *testing.T) {
 					var gpPID int
 					var fg *nstest.Proc
 					if tc.foreground {
-						fg = h.Start(u, append([]string{bin, "-f"}, args...)...)
+						fg = h.Start(u, slices.Concat(launcher, []string{"-f"}, args)...)
 						gpPID = fg.PID()
 					} else {
 						pidFile := filepath.Join(nstest.TempDir(t), "gopasta.pid")
 						args = append([]string{"-P", pidFile}, args...)
 						start := time.Now()
-						r := gopasta(t, h, u, bin, args...)
+						r := gopasta(t, h, u, launcher[0], slices.Concat(launcher[1:], args)...)
 						if r.Code != 0 {
 							t.Fatalf("gopasta %q (going to the background): got exit %d, want 0\n%s", args, r.Code, r)
 						}
