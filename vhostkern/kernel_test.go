@@ -102,36 +102,118 @@ func TestDataPathUnprivileged(t *testing.T) {
 }
 
 // TestNotificationLoad streams 10000 frames each way and checks that
-// notification suppression holds kicks plus calls far below the frame count.
+// notification suppression holds kicks plus calls far below the frame count:
+// once with sender and reader taking turns in one goroutine, and once with
+// the kernel socket fed from another goroutine while the reader sleeps in
+// poll(2) on Fd whenever the queue runs dry, which exercises the re-arm path.
 func TestNotificationLoad(t *testing.T) {
 	requireKernel(t)
 	if !vmtest.Isolated(t, vmtest.NetNS) {
 		return
 	}
 	const frames = 10000
-	tap := openTestTap(t)
-	d := openDevice(t, tap, Config{})
-	t0 := time.Now()
-	rxTraffic(t, d, frames, 128, func(int) int { return 64 })
-	rxTime := time.Since(t0)
-	t0 = time.Now()
-	txTraffic(t, d, tap, frames, 128, func(int) int { return 64 })
-	txTime := time.Since(t0)
-	st := d.Stats()
-	t.Logf("stats: %+v", st)
-	rxN, txN := st.RxKicks+st.RxCalls, st.TxKicks+st.TxCalls
-	t.Logf("RX: %d frames in %v, %d kicks + %d calls = %.4f notifications/frame",
-		st.RxFrames, rxTime.Round(time.Millisecond), st.RxKicks, st.RxCalls, float64(rxN)/float64(st.RxFrames))
-	t.Logf("TX: %d frames in %v, %d kicks + %d calls = %.4f notifications/frame",
-		st.TxFrames, txTime.Round(time.Millisecond), st.TxKicks, st.TxCalls, float64(txN)/float64(st.TxFrames))
-	if st.RxFrames < frames || st.TxFrames != frames {
-		t.Errorf("RxFrames %d TxFrames %d, want >= %d and %d", st.RxFrames, st.TxFrames, frames, frames)
+	small := func(int) int { return 64 }
+	for _, concurrent := range []bool{false, true} {
+		name := map[bool]string{false: "lockstep", true: "concurrent sender"}[concurrent]
+		t.Run(name, func(t *testing.T) {
+			tap := openTestTap(t)
+			d := openDevice(t, tap, Config{})
+			t0 := time.Now()
+			if concurrent {
+				rxTrafficConcurrent(t, d, frames, 128, small)
+			} else {
+				rxTraffic(t, d, frames, 128, small)
+			}
+			rxTime := time.Since(t0)
+			t0 = time.Now()
+			txTraffic(t, d, tap, frames, 128, small)
+			txTime := time.Since(t0)
+			st := d.Stats()
+			t.Logf("stats: %+v", st)
+			rxN, txN := st.RxKicks+st.RxCalls, st.TxKicks+st.TxCalls
+			t.Logf("RX: %d frames in %v, %d kicks + %d calls = %.4f notifications/frame",
+				st.RxFrames, rxTime.Round(time.Millisecond), st.RxKicks, st.RxCalls, float64(rxN)/float64(st.RxFrames))
+			t.Logf("TX: %d frames in %v, %d kicks + %d calls = %.4f notifications/frame",
+				st.TxFrames, txTime.Round(time.Millisecond), st.TxKicks, st.TxCalls, float64(txN)/float64(st.TxFrames))
+			if st.RxFrames < frames || st.TxFrames != frames {
+				t.Errorf("RxFrames %d TxFrames %d, want >= %d and %d", st.RxFrames, st.TxFrames, frames, frames)
+			}
+			if rxN >= frames/4 {
+				t.Errorf("RX: %d notifications for %d frames, want < %d", rxN, frames, frames/4)
+			}
+			if txN >= frames/4 {
+				t.Errorf("TX: %d notifications for %d frames, want < %d", txN, frames, frames/4)
+			}
+		})
 	}
-	if rxN >= frames/4 {
-		t.Errorf("RX: %d notifications for %d frames, want < %d", rxN, frames, frames/4)
-	}
-	if txN >= frames/4 {
-		t.Errorf("TX: %d notifications for %d frames, want < %d", txN, frames, frames/4)
+}
+
+// rxTrafficConcurrent is rxTraffic with the sender on its own goroutine
+// (and so its own thread), paced by what the reader has consumed.
+func rxTrafficConcurrent(t *testing.T, d *Device, count, window int, size func(int) int) {
+	t.Helper()
+	s := udpSocket(t, rxSrcPort+int(tapSeq.Add(1)))
+	dst := &unix.SockaddrInet4{Port: rxDstPort, Addr: [4]byte{10, 99, 0, 2}}
+	var got atomic.Int64
+	stop := make(chan struct{})
+	sendErr := make(chan error, 1)
+	go func() {
+		defer close(sendErr)
+		for sent := 0; sent < count; {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if sent-int(got.Load()) >= window {
+				time.Sleep(20 * time.Microsecond)
+				continue
+			}
+			err := unix.Sendto(s, payloadFor(sent, size(sent)), 0, dst)
+			if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.ENOBUFS) {
+				time.Sleep(20 * time.Microsecond)
+				continue
+			}
+			if err != nil {
+				sendErr <- fmt.Errorf("sendto %d: %w", sent, err)
+				return
+			}
+			sent++
+		}
+	}()
+	defer func() {
+		close(stop)
+		if err := <-sendErr; err != nil {
+			t.Error(err)
+		}
+	}()
+	bufs, sizes := makeBufs(32, 65536)
+	lastProgress := time.Now()
+	for n := 0; int(got.Load()) < count; {
+		k, err := d.ReadBatch(bufs, sizes)
+		if err != nil {
+			t.Fatalf("ReadBatch: %v", err)
+		}
+		for i := 0; i < k; i++ {
+			p := udpPayload(bufs[i][:sizes[i]], rxDstPort)
+			if p == nil {
+				continue
+			}
+			if want := payloadFor(n, size(n)); !bytes.Equal(p, want) {
+				t.Fatalf("RX datagram %d: got %d bytes (seq %x), want %d bytes", n, len(p), p[:min(4, len(p))], len(want))
+			}
+			n++
+			got.Store(int64(n))
+			lastProgress = time.Now()
+		}
+		if k == 0 {
+			if time.Since(lastProgress) > 10*time.Second {
+				t.Fatalf("RX: stuck at %d of %d datagrams for 10s (lost wake-up?); stats %+v", n, count, d.Stats())
+			}
+			if err := waitReadable(d.Fd(), time.Second); err != nil {
+				t.Fatalf("poll: %v", err)
+			}
+		}
 	}
 }
 
