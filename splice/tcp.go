@@ -41,7 +41,9 @@ type tcpDir struct {
 func (f *Forwarder) AddTCP(a, b int) error {
 	if err := f.addTCP(a, b); err != nil {
 		abortFd(a)
-		abortFd(b)
+		if b != a {
+			abortFd(b)
+		}
 		return err
 	}
 	return nil

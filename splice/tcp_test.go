@@ -362,8 +362,9 @@ func TestAddErrors(t *testing.T) {
 	if err := r.f.AddTCP(devnull, devnull); !errors.As(err, &se) {
 		t.Errorf("AddTCP(same fd twice): got %v, want SocketError", err)
 	}
-	if err := r.f.AddTCP(-1, 5); !errors.As(err, &se) {
-		t.Errorf("AddTCP(-1, 5): got %v, want SocketError", err)
+	other, _ := unix.Socket(unix.AF_INET, unix.SOCK_STREAM, 0)
+	if err := r.f.AddTCP(-1, other); !errors.As(err, &se) {
+		t.Errorf("AddTCP(-1, fd): got %v, want SocketError", err)
 	}
 	r.f.Close()
 	a, _ := unix.Socket(unix.AF_INET, unix.SOCK_STREAM, 0)

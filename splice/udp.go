@@ -51,7 +51,9 @@ func newMmsgBatch(n int) *mmsgBatch {
 func (f *Forwarder) AddUDP(a, b int) error {
 	if err := f.addUDP(a, b); err != nil {
 		closeFd(a)
-		closeFd(b)
+		if b != a {
+			closeFd(b)
+		}
 		return err
 	}
 	return nil
