@@ -129,6 +129,21 @@ func run(cfg *config.Config) (int, error) {
 	defer dev.Close()
 	summarize(log, cfg, tmpl, plan, dev.Name())
 
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	es := planEngine(cfg, plan, readResolvConf("/etc/resolv.conf"))
+	eng, engineDone, closePcap, err := startEngine(ctx, cfg, dev, es, log)
+	if err != nil {
+		return fail(err)
+	}
+	// Stop the engine before the TAP closes (deferred earlier, so later).
+	defer func() {
+		cancel()
+		<-engineDone.done
+		closePcap()
+	}()
+	_ = eng
+
 	if cfg.PidFile != "" {
 		if err := os.WriteFile(cfg.PidFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
 			return fail(fmt.Errorf("writing pid file: %w", err))
@@ -143,11 +158,9 @@ func run(cfg *config.Config) (int, error) {
 		if err := child.Release(); err != nil {
 			return fail(err)
 		}
-		return waitChild(child, sigs)
+		return waitChild(child, sigs, engineDone)
 	}
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	var gone <-chan struct{}
 	if !cfg.NoNetNSQuit {
 		if gone, err = ns.WatchNetNS(ctx, netnsPath); err != nil {
@@ -162,6 +175,10 @@ func run(cfg *config.Config) (int, error) {
 		log.Info("namespace is gone, exiting")
 	case s := <-sigs:
 		log.Info("exiting", "signal", s.String())
+	case <-engineDone.done:
+		if engineDone.err != nil {
+			return 1, engineDone.err
+		}
 	}
 	if cfg.PidFile != "" {
 		os.Remove(cfg.PidFile)
@@ -171,7 +188,7 @@ func run(cfg *config.Config) (int, error) {
 
 // waitChild forwards signals to the spawned command until it exits, and
 // returns its status (128+signal when it was killed).
-func waitChild(child *ns.Child, sigs <-chan os.Signal) (int, error) {
+func waitChild(child *ns.Child, sigs <-chan os.Signal, eng *engineRun) (int, error) {
 	done := make(chan struct{})
 	var status int
 	var err error
@@ -179,10 +196,18 @@ func waitChild(child *ns.Child, sigs <-chan os.Signal) (int, error) {
 		status, err = child.Wait()
 		close(done)
 	}()
+	engineDone := eng.done
 	for {
 		select {
 		case s := <-sigs:
 			child.Signal(s)
+		case <-engineDone:
+			// The namespace lost its network: say why, and let the
+			// command go on without it rather than killing it.
+			if eng.err != nil {
+				slog.Error("forwarding stopped", "err", eng.err)
+			}
+			engineDone = nil
 		case <-done:
 			return status, err
 		}

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"bufio"
+	"io"
+	"net/netip"
+	"os"
+	"strings"
+)
+
+// resolvConf is what gopasta takes from the host's /etc/resolv.conf.
+type resolvConf struct {
+	Servers []netip.Addr
+	Search  []string
+}
+
+// readResolvConf parses resolv.conf(5): nameserver and search (or domain)
+// lines; anything else, and malformed addresses, are ignored as the C
+// library does. A missing file is an empty configuration.
+func readResolvConf(path string) resolvConf {
+	f, err := os.Open(path)
+	if err != nil {
+		return resolvConf{}
+	}
+	defer f.Close()
+	return parseResolvConf(f)
+}
+
+func parseResolvConf(r io.Reader) resolvConf {
+	var rc resolvConf
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 2 || strings.HasPrefix(fields[0], "#") || strings.HasPrefix(fields[0], ";") {
+			continue
+		}
+		switch fields[0] {
+		case "nameserver":
+			// A zone (fe80::1%eth0) names a host interface that means
+			// nothing to the namespace; such a server is skipped.
+			if a, err := netip.ParseAddr(fields[1]); err == nil && a.Zone() == "" {
+				rc.Servers = append(rc.Servers, a.Unmap())
+			}
+		case "search", "domain":
+			// The last of search/domain wins, as in the C library.
+			rc.Search = append([]string(nil), fields[1:]...)
+		}
+	}
+	return rc
+}
+
+// dnsPlan is how DNS reaches the namespace: the servers and search list
+// that DHCP, DHCPv6 and router advertisements hand out, and the redirection
+// of port 53 on a namespace-visible address to a host resolver.
+type dnsPlan struct {
+	DNS4, DNS6             []netip.Addr
+	Search                 []string
+	Forward4, Forward6     netip.Addr // namespace-side address whose port 53 is redirected
+	ForwardTo4, ForwardTo6 netip.Addr // the host resolver it goes to
+}
+
+// planDNS follows pasta: explicit -D servers are handed out as they are.
+// Otherwise the host's resolvers are, except that a resolver on host
+// loopback (systemd-resolved's 127.0.0.53, a local dnsmasq) is unreachable
+// from the namespace: the namespace is told to use the gateway (or the
+// --dns-forward address), whose port 53 the engine sends to that resolver.
+func planDNS(dns []netip.Addr, noDNS bool, search []string, noSearch bool,
+	fwd4, fwd6, host4, host6 netip.Addr, mapLo4, mapLo6 netip.Addr, rc resolvConf) dnsPlan {
+	var p dnsPlan
+	switch {
+	case noSearch:
+	case search != nil:
+		p.Search = search
+	default:
+		p.Search = rc.Search
+	}
+
+	// The resolver --dns-forward and loopback mapping lead to: --dns-host,
+	// else the host's first resolver of that family.
+	for _, s := range rc.Servers {
+		if s.Is4() && !host4.IsValid() {
+			host4 = s
+		}
+		if s.Is6() && !host6.IsValid() {
+			host6 = s
+		}
+	}
+	p.Forward4, p.Forward6 = fwd4, fwd6
+	if fwd4.IsValid() {
+		p.ForwardTo4 = host4
+	}
+	if fwd6.IsValid() {
+		p.ForwardTo6 = host6
+	}
+	if noDNS {
+		return p
+	}
+	add := func(a netip.Addr) {
+		if a.Is4() && !contains(p.DNS4, a) {
+			p.DNS4 = append(p.DNS4, a)
+		} else if a.Is6() && !contains(p.DNS6, a) {
+			p.DNS6 = append(p.DNS6, a)
+		}
+	}
+	if dns != nil {
+		for _, a := range dns {
+			add(a)
+		}
+		return p
+	}
+	if fwd4.IsValid() {
+		add(fwd4)
+	}
+	if fwd6.IsValid() {
+		add(fwd6)
+	}
+	for _, s := range rc.Servers {
+		switch {
+		case !s.IsLoopback():
+			add(s)
+		case s.Is4() && !fwd4.IsValid() && mapLo4.IsValid():
+			add(mapLo4)
+			p.Forward4, p.ForwardTo4 = mapLo4, s
+		case s.Is6() && !fwd6.IsValid() && mapLo6.IsValid():
+			add(mapLo6)
+			p.Forward6, p.ForwardTo6 = mapLo6, s
+		}
+	}
+	return p
+}
+
+func contains(as []netip.Addr, a netip.Addr) bool {
+	for _, b := range as {
+		if a == b {
+			return true
+		}
+	}
+	return false
+}
