@@ -8,4 +8,11 @@
 // namespace's thread (see Dialer, DialTCP, DialUDP) and hands both fds to a
 // Forwarder, which owns them from then on. A Forwarder runs one epoll loop on
 // a locked OS thread (Run); Add* may be called from any goroutine.
+//
+// Why not io.Copy between *net.TCPConn (which splices too)? Measured with
+// the peers in other processes, as in real use, this loop moved a single
+// stream 8-15% faster with less CPU and answered 64-byte round trips with
+// 30% less CPU (BenchmarkExternal, BenchmarkExternalPingPong). io.Copy only
+// wins when the peers are goroutines of the same process, where the Go
+// scheduler can run proxy and peers on one thread without wake-ups.
 package splice

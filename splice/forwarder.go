@@ -109,7 +109,7 @@ func NewForwarder(opts Options) (*Forwarder, error) {
 		return nil, errors.New("splice: negative option")
 	}
 	if opts.PipePool == 0 {
-		opts.PipePool = 64
+		opts.PipePool = 16
 	}
 	nofile := fdLimit()
 	if opts.MaxTCP == 0 {

@@ -17,7 +17,10 @@ type Options struct {
 	// PipeSize is the F_SETPIPE_SZ target per direction (default 1 MiB);
 	// NewForwarder probes downwards to what the kernel allows.
 	PipeSize int
-	// PipePool bounds how many idle pipes are kept for reuse (default 64).
+	// PipePool bounds how many idle pipes are kept for reuse (default 16).
+	// Idle pipes still count against the per-user pipe page limit
+	// (fs.pipe-user-pages-soft, 64 MiB by default), past which the kernel
+	// hands out tiny pipes, so the pool stays small.
 	PipePool int
 	// MaxTCP bounds concurrent TCP connections (default: derived from
 	// RLIMIT_NOFILE, each connection costing up to 6 fds).

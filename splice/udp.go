@@ -47,7 +47,9 @@ func newMmsgBatch(n int) *mmsgBatch {
 // AddUDP takes ownership of two connected UDP sockets, one per namespace,
 // and forwards datagrams both ways until the flow times out (Options
 // UDPTimeout, UDPReplyTimeout) or the Forwarder closes. On error both
-// sockets are closed.
+// sockets are closed. A datagram the caller already read (the one that
+// created the flow on an unconnected listening socket) is the caller's to
+// send on b before or after handing the pair over.
 func (f *Forwarder) AddUDP(a, b int) error {
 	if err := f.addUDP(a, b); err != nil {
 		closeFd(a)
