@@ -9,7 +9,9 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
+	"github.com/gopasta/gopasta/fwd"
 	"github.com/gopasta/gopasta/internal/config"
 	"github.com/gopasta/gopasta/internal/logging"
 	"github.com/gopasta/gopasta/ns"
@@ -142,7 +144,6 @@ func run(cfg *config.Config) (int, error) {
 		<-engineDone.done
 		closePcap()
 	}()
-	_ = eng
 
 	if cfg.PidFile != "" {
 		if err := os.WriteFile(cfg.PidFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
@@ -158,7 +159,7 @@ func run(cfg *config.Config) (int, error) {
 		if err := child.Release(); err != nil {
 			return fail(err)
 		}
-		return waitChild(child, sigs, engineDone)
+		return waitChild(child, sigs, engineDone, eng)
 	}
 
 	var gone <-chan struct{}
@@ -186,9 +187,13 @@ func run(cfg *config.Config) (int, error) {
 	return 0, nil
 }
 
+// drainTimeout bounds how long gopasta outlives its command while TCP
+// connections of the namespace finish.
+const drainTimeout = 2 * time.Second
+
 // waitChild forwards signals to the spawned command until it exits, and
 // returns its status (128+signal when it was killed).
-func waitChild(child *ns.Child, sigs <-chan os.Signal, eng *engineRun) (int, error) {
+func waitChild(child *ns.Child, sigs <-chan os.Signal, run *engineRun, eng *fwd.Engine) (int, error) {
 	done := make(chan struct{})
 	var status int
 	var err error
@@ -196,7 +201,21 @@ func waitChild(child *ns.Child, sigs <-chan os.Signal, eng *engineRun) (int, err
 		status, err = child.Wait()
 		close(done)
 	}()
-	engineDone := eng.done
+	engineDone := run.done
+	drainTCP := func(eng *fwd.Engine) {
+		// The command is gone, but what it wrote last may still sit in
+		// its namespace's socket buffers, which the kernel keeps
+		// sending while we hold the namespace. Give those connections
+		// a moment to finish rather than cutting their tails off.
+		deadline := time.Now().Add(drainTimeout)
+		for eng.Stats().FlowsTCP > 0 && time.Now().Before(deadline) {
+			select {
+			case <-engineDone:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
 	for {
 		select {
 		case s := <-sigs:
@@ -204,11 +223,12 @@ func waitChild(child *ns.Child, sigs <-chan os.Signal, eng *engineRun) (int, err
 		case <-engineDone:
 			// The namespace lost its network: say why, and let the
 			// command go on without it rather than killing it.
-			if eng.err != nil {
-				slog.Error("forwarding stopped", "err", eng.err)
+			if run.err != nil {
+				slog.Error("forwarding stopped", "err", run.err)
 			}
 			engineDone = nil
 		case <-done:
+			drainTCP(eng)
 			return status, err
 		}
 	}

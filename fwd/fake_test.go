@@ -138,6 +138,20 @@ func (s *fakeSys) watch(int, int32, uint32, uint32) error    { return nil }
 func (s *fakeSys) recvmsg(int, []byte, []byte, int) (int, int, int, error) {
 	return 0, 0, 0, unix.EAGAIN
 }
+func (s *fakeSys) recvmsgIov(int, []unix.Iovec, int) (int, error) { return 0, unix.EAGAIN }
+func (s *fakeSys) sendmsgIov(_ int, iov []unix.Iovec) (int, error) {
+	n := 0
+	for _, v := range iov {
+		n += int(v.Len)
+	}
+	s.sent++
+	return n, nil
+}
+func (s *fakeSys) discard(_ int, n int) (int, error)        { return n, nil }
+func (s *fakeSys) getsockoptInt(int, int, int) (int, error) { return 0, nil }
+func (s *fakeSys) sendSpace(int) (int, error)               { return 1 << 20, nil }
+func (s *fakeSys) shutdown(int, int) error                  { return nil }
+func (s *fakeSys) abort(int) error                          { return nil }
 func (s *fakeSys) close(fd int) error {
 	delete(s.open, fd)
 	return nil

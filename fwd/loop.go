@@ -201,9 +201,27 @@ type sysOps interface {
 	close(fd int) error
 	// watch registers fd with epoll for flow idx of generation gen.
 	watch(fd int, idx int32, gen uint32, events uint32) error
+
+	// Stream sockets (tcp_sys.go).
+	recvmsgIov(fd int, iov []unix.Iovec, flags int) (int, error)
+	sendmsgIov(fd int, iov []unix.Iovec) (int, error)
+	discard(fd int, n int) (int, error)
+	getsockoptInt(fd, level, opt int) (int, error)
+	sendSpace(fd int) (int, error)
+	shutdown(fd, how int) error
+	abort(fd int) error
 }
 
-type kernelSys struct{ epfd int }
+type kernelSys struct {
+	epfd int
+	// Scratch for the raw syscalls in tcp_sys.go: fields of a heap object,
+	// so passing their addresses allocates nothing.
+	msg     unix.Msghdr
+	optVal  int32
+	optLen  uint32
+	memInfo [skMemInfoVars]uint32
+	linger  unix.Linger
+}
 
 func (k *kernelSys) socket(d, t, p int) (int, error) {
 	return unix.Socket(d, t|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, p)

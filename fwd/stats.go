@@ -20,13 +20,14 @@ const (
 	DropHostSocket                     // host socket could not be opened or refused the data
 	DropTooBig                         // host datagram larger than the namespace MTU
 	DropLinkFull                       // link did not take the frame
+	DropNoFlow                         // TCP segment for no connection (answered with a reset)
 	NumDropReasons
 )
 
 var dropNames = [NumDropReasons]string{
 	"truncated", "ethertype", "bad-ip", "bad-checksum", "fragment",
 	"bad-transport", "protocol", "destination", "table-full",
-	"host-socket", "too-big", "link-full",
+	"host-socket", "too-big", "link-full", "no-flow",
 }
 
 func (r DropReason) String() string {
@@ -44,6 +45,8 @@ type Stats struct {
 	// Live flows per protocol, and totals since start.
 	FlowsTCP, FlowsUDP, FlowsICMP int64
 	FlowsOpened, FlowsClosed      uint64
+	// Retransmits counts TCP go-back-N rewinds toward the namespace.
+	Retransmits uint64
 }
 
 // counters are written by the engine thread only, read by anyone: atomics
@@ -53,6 +56,7 @@ type counters struct {
 	drops                                  [NumDropReasons]atomic.Uint64
 	flows                                  [numProtos]atomic.Int64
 	opened, closed                         atomic.Uint64
+	retransmits                            atomic.Uint64 // TCP segments sent again to the namespace
 }
 
 // Stats returns a snapshot of the counters; safe from any goroutine.
@@ -64,6 +68,7 @@ func (e *Engine) Stats() Stats {
 		FlowsTCP: c.flows[protoTCP].Load(), FlowsUDP: c.flows[protoUDP].Load(),
 		FlowsICMP:   c.flows[protoICMP].Load(),
 		FlowsOpened: c.opened.Load(), FlowsClosed: c.closed.Load(),
+		Retransmits: c.retransmits.Load(),
 	}
 	for i := range s.Drops {
 		s.Drops[i] = c.drops[i].Load()

@@ -1,0 +1,817 @@
+package fwd
+
+import (
+	"errors"
+	"net/netip"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gopasta/gopasta/internal/header"
+	"github.com/gopasta/gopasta/internal/seqnum"
+)
+
+// TCP translation without a TCP stack and without user-space buffers
+// (pasta-reference.md, "Tap path (TCP)"). The host socket's kernel buffers
+// are the only buffers:
+//
+//   - Host to namespace: data is read with MSG_PEEK from the offset the
+//     namespace has not acknowledged yet (SO_PEEK_OFF keeps that offset in
+//     the kernel), straight into frame buffers behind room for the headers,
+//     and limited by the namespace's window. Only when the namespace
+//     acknowledges bytes are they removed from the socket (MSG_TRUNC), so a
+//     retransmission is a rewind of the peek offset.
+//   - Namespace to host: the in-order payload of a cycle's segments goes
+//     out in one sendmsg; what the socket took is acknowledged, and the
+//     window offered to the namespace is the socket's free send space, so
+//     back-pressure reaches the namespace's sender.
+//
+// Loss recovery is where pasta stalls (pasta-reference.md, last section).
+// Here every out-of-order segment from the namespace is answered at once
+// with a duplicate ACK, so the namespace's stack fast-retransmits instead of
+// waiting for its retransmission timer; duplicate ACKs from the namespace
+// trigger our own fast retransmit; and the retransmission timer starts at
+// 200 ms, not 1 s, since the link's round trip is microseconds.
+//
+// Sockets are registered edge-triggered once and never modified: an edge
+// comes with new data, with free send space after a short write, with
+// connect's outcome, and with errors. Work that an edge did not finish
+// (window full) is resumed by the namespace's next ACK.
+
+const (
+	tcpWindowScale = 7 // our window scale toward the namespace: up to 8 MiB
+	tcpMaxWindow   = 65535 << tcpWindowScale
+	tcpRTOInitial  = 200 * int64(1e6)
+	tcpRTOMax      = 10 * int64(1e9)
+	tcpMaxRetries  = 10
+	tcpSynTimeout  = 10 * int64(1e9) // namespace never completing our SYN-ACK
+	tcpIdleTimeout = 7200 * int64(1e9)
+	tcpDupAcks     = 3
+	tcpSegBatch    = txFrames // segments per peek
+	tcpOptsSYN     = 8        // MSS (4) + NOP + window scale (3)
+)
+
+// Connection states. Beyond these, flags record the FIN exchange both ways.
+const (
+	tcpConnecting  uint8 = iota + 1 // SYN from the namespace, host connect() under way
+	tcpSynAckSent                   // host connected, SYN-ACK sent, waiting for the ACK
+	tcpEstablished                  // both sides up
+)
+
+const (
+	tcpFinFromNS  uint16 = 1 << iota // the namespace's FIN was received and passed on (shutdown)
+	tcpFinToNS                       // host EOF reached; our FIN sent to the namespace
+	tcpFinAcked                      // the namespace acknowledged our FIN
+	tcpWndClosed                     // we offered a zero/short window; update it on EPOLLOUT
+	tcpAckPending                    // an ACK must go to the namespace at the end of frames()
+	tcpDupPending                    // an out-of-order segment: send the ACK now, as a dup ACK
+	tcpHostHup                       // the host socket reported EPOLLRDHUP: its peer sent FIN
+)
+
+// tcpConn is the per-flow TCP state, indexed like the flow table.
+type tcpConn struct {
+	state            uint8
+	wsFromNS         uint8 // the namespace's window scale
+	dupAcks          uint8
+	retries          uint8
+	flags            uint16
+	mss              uint16 // payload per segment toward the namespace
+	isn              seqnum.Value
+	seqToNS          seqnum.Value // next sequence number we send (snd.nxt)
+	seqAckedByNS     seqnum.Value // the namespace's cumulative ACK (snd.una)
+	seqMax           seqnum.Value // highest seqToNS ever sent (a rewind moves seqToNS back)
+	seqFromNS        seqnum.Value // next sequence number expected (rcv.nxt)
+	wndFromNS        uint32       // the namespace's receive window, in bytes
+	wndToNS          uint32       // the window we last offered
+	rtoAt, rto, idle int64
+}
+
+// tcpTr is the TCP translator.
+type tcpTr struct {
+	conns   []tcpConn
+	isn     *seqnum.ISNGenerator
+	iov     []unix.Iovec
+	peekOff bool   // the kernel supports SO_PEEK_OFF on TCP (Linux 6.10)
+	scratch []byte // without SO_PEEK_OFF: where already-sent bytes are peeked to
+}
+
+func init() {
+	newTCPTranslator = func(e *Engine) translator {
+		return &tcpTr{
+			conns: make([]tcpConn, e.FlowCapacity()),
+			isn:   seqnum.NewISNGenerator(),
+			iov:   make([]unix.Iovec, tcpSegBatch+1),
+		}
+	}
+}
+
+func (t *tcpTr) conn(idx int32) *tcpConn { return &t.conns[idx] }
+
+// tcpChecksumOK verifies a segment from the namespace.
+func tcpChecksumOK(p *packet) bool {
+	l4 := p.l4data()
+	var ps uint16
+	if p.v6 {
+		ip := header.IPv6(p.frame[p.l3:])
+		ps = header.PseudoHeaderChecksum(header.ProtocolTCP, ip.SrcSlice(), ip.DstSlice(), uint32(len(l4)))
+	} else {
+		ip := header.IPv4(p.frame[p.l3:])
+		ps = header.PseudoHeaderChecksum(header.ProtocolTCP, ip.SrcSlice(), ip.DstSlice(), uint32(len(l4)))
+	}
+	return header.Checksum(l4, ps) == 0xffff
+}
+
+// validSegment checks what the dispatcher did not: header length, checksum
+// and flag combinations no real stack sends.
+func validSegment(p *packet) (header.TCP, bool) {
+	th := header.TCP(p.l4data())
+	if !th.IsValid() {
+		return nil, false
+	}
+	fl := th.Flags()
+	if fl&header.TCPFlagSYN != 0 && fl&(header.TCPFlagFIN|header.TCPFlagRST) != 0 {
+		return nil, false
+	}
+	if fl&(header.TCPFlagSYN|header.TCPFlagACK|header.TCPFlagRST) == 0 {
+		return nil, false // a segment must carry one of them
+	}
+	return th, tcpChecksumOK(p)
+}
+
+// open starts a flow for a SYN from the namespace: a non-blocking connect()
+// to the destination (after NAT); the SYN-ACK waits for its outcome.
+// Anything else without a flow gets a reset, so that a namespace stack
+// holding a connection we no longer know gives up at once.
+func (t *tcpTr) open(e *Engine, p *packet) int32 {
+	th, ok := validSegment(p)
+	if !ok {
+		if th == nil {
+			e.drop(DropBadTransport)
+		} else {
+			e.drop(DropBadChecksum)
+		}
+		return -1
+	}
+	fl := th.Flags()
+	if fl&header.TCPFlagRST != 0 {
+		e.drop(DropNoFlow)
+		return -1
+	}
+	if fl&(header.TCPFlagSYN|header.TCPFlagACK) != header.TCPFlagSYN {
+		e.drop(DropNoFlow)
+		t.resetFor(e, p, th)
+		return -1
+	}
+	hostDst := e.nat.FromTap(p.dst, p.dport, true)
+	if hostDst.Is6() && hostDst.IsLinkLocalUnicast() {
+		e.drop(DropDestination)
+		t.resetFor(e, p, th)
+		return -1
+	}
+	idx := e.newFlow(p, protoTCP)
+	if idx < 0 {
+		t.resetFor(e, p, th)
+		return -1
+	}
+	f := e.flow(idx)
+	f.HostAddr = hostDst
+	fd, err := t.connectHost(e, idx)
+	if err != nil {
+		e.drop(DropHostSocket)
+		if e.debug {
+			e.log.Debug("tcp: no host socket", "dst", hostDst, "port", p.dport, "err", err)
+		}
+		t.resetFor(e, p, th)
+		e.closeFlow(idx)
+		return -1
+	}
+	f.Fd = fd
+
+	c := t.conn(idx)
+	*c = tcpConn{state: tcpConnecting, rto: tcpRTOInitial}
+	c.seqFromNS = seqnum.Value(th.Seq()).Add(1)
+	c.wndFromNS = uint32(th.Window()) // a SYN's window is never scaled
+	var o header.TCPOptions
+	header.ParseTCPOptions(th.Options(), &o)
+	c.mss = t.segmentSize(e, f.v6, o.MSS)
+	if o.WS >= 0 {
+		c.wsFromNS = uint8(o.WS)
+	} else {
+		c.wsFromNS = 255 // no scaling either way (RFC 7323 section 2.2)
+	}
+	c.idle = e.now + tcpIdleTimeout
+	f.Deadline = e.now + tcpSynTimeout
+	return idx
+}
+
+// segmentSize is the payload per segment toward the namespace: what its
+// SYN announced, within our MTU.
+func (t *tcpTr) segmentSize(e *Engine, v6 bool, mss uint16) uint16 {
+	hdr := header.IPv4MinimumSize + header.TCPMinimumSize
+	def := uint16(536)
+	if v6 {
+		hdr = header.IPv6MinimumSize + header.TCPMinimumSize
+		def = 1220
+	}
+	limit := uint16(e.mtu - hdr)
+	if mss == 0 {
+		mss = def
+	}
+	return min(mss, limit)
+}
+
+// connectHost opens the flow's host socket and starts connecting it.
+func (t *tcpTr) connectHost(e *Engine, idx int32) (fd int, err error) {
+	f := e.flow(idx)
+	v6 := f.HostAddr.Is6()
+	domain := unix.AF_INET
+	if v6 {
+		domain = unix.AF_INET6
+	}
+	if fd, err = e.sys.socket(domain, unix.SOCK_STREAM, 0); err != nil {
+		return -1, err
+	}
+	defer func() {
+		if err != nil {
+			e.sys.close(fd)
+			fd = -1
+		}
+	}()
+	if !t.peekOff && t.scratch == nil {
+		// Probe once, on the first socket: SO_PEEK_OFF on TCP needs
+		// Linux 6.10; before that, peeks start at the head every time.
+		t.peekOff = e.sys.setsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PEEK_OFF, 0) == nil
+		if !t.peekOff {
+			t.scratch = make([]byte, tcpMaxWindow)
+		}
+	} else if t.peekOff {
+		if err = e.sys.setsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PEEK_OFF, 0); err != nil {
+			return fd, err
+		}
+	}
+	// The namespace's stack already coalesces small writes (Nagle);
+	// delaying them again here would only add latency.
+	e.sys.setsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	if v6 {
+		e.sys.setsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1)
+	}
+	if !f.HostAddr.IsLoopback() {
+		local, ifname := e.opts.Outbound4, e.opts.OutboundIf4
+		if v6 {
+			local, ifname = e.opts.Outbound6, e.opts.OutboundIf6
+		}
+		if ifname != "" {
+			if err = e.sys.bindToDevice(fd, ifname); err != nil {
+				return fd, err
+			}
+		}
+		if local.IsValid() {
+			if err = e.sys.bind(fd, e.sockaddr(local, 0, v6)); err != nil {
+				return fd, err
+			}
+		}
+	}
+	err = e.sys.connect(fd, e.sockaddr(f.HostAddr, f.DstPort, v6))
+	if err != nil && !errors.Is(err, unix.EINPROGRESS) {
+		return fd, err
+	}
+	err = e.sys.watch(fd, idx, f.gen, unix.EPOLLIN|unix.EPOLLOUT|unix.EPOLLRDHUP|unix.EPOLLET)
+	return fd, err
+}
+
+// frames handles this cycle's segments of one flow from the namespace.
+func (t *tcpTr) frames(e *Engine, idx int32, pkts []*packet) {
+	c := t.conn(idx)
+	f := e.flow(idx)
+	n := 0 // iovecs of in-order payload queued for the host socket
+	want := c.seqFromNS
+	finAt := -1 // position in pkts of an in-order FIN
+	for i, p := range pkts {
+		th, ok := validSegment(p)
+		if !ok {
+			if th == nil {
+				e.drop(DropBadTransport)
+			} else {
+				e.drop(DropBadChecksum)
+			}
+			continue
+		}
+		fl := th.Flags()
+		seq := seqnum.Value(th.Seq())
+		if fl&header.TCPFlagRST != 0 {
+			// Accept a reset only in the window (RFC 5961's simple
+			// form): a blind reset must not kill the connection.
+			if seq.InWindow(c.seqFromNS, max(c.wndToNS, 1)) || seq == c.seqFromNS {
+				e.sys.abort(f.Fd)
+				e.closeFlow(idx)
+				return
+			}
+			continue
+		}
+		if fl&header.TCPFlagSYN != 0 {
+			// A retransmitted SYN: our SYN-ACK was lost, or we have
+			// not sent it yet.
+			if c.state == tcpSynAckSent {
+				t.sendSynAck(e, idx)
+			}
+			continue
+		}
+		if c.state == tcpConnecting {
+			continue // nothing but SYNs before our SYN-ACK
+		}
+		if fl&header.TCPFlagACK != 0 {
+			if !t.ack(e, idx, th) {
+				return // closed
+			}
+		}
+		pay := th.Payload()
+		fin := fl&header.TCPFlagFIN != 0
+		end := seq.Add(uint32(len(pay)))
+		switch {
+		case seq.LessThanEq(want) && want.LessThan(end):
+			pay = pay[want-seq:] // in order, or partly seen before: keep the new part
+		case seq == want && len(pay) == 0:
+			// A pure ACK, or a FIN right where we are.
+		case want.LessThan(seq):
+			// A gap: something was lost on the way to us. Tell the
+			// namespace at once, so it retransmits after three.
+			c.flags |= tcpDupPending
+			continue
+		default:
+			// Old news (a retransmission, a FIN we passed on already):
+			// re-ACK in case our ACK was what got lost.
+			if len(pay) > 0 || fin {
+				c.flags |= tcpAckPending
+			}
+			continue
+		}
+		if len(pay) > 0 {
+			if c.flags&tcpFinFromNS != 0 || n == len(t.iov) {
+				// Data after a FIN is invalid; a full batch waits
+				// for the retransmission.
+				continue
+			}
+			t.iov[n].Base = &pay[0]
+			t.iov[n].SetLen(len(pay))
+			n++
+			want = want.Add(uint32(len(pay)))
+		}
+		if fin && c.flags&tcpFinFromNS == 0 {
+			finAt = i
+		}
+	}
+
+	if n > 0 {
+		sent, err := e.sys.sendmsgIov(f.Fd, t.iov[:n])
+		switch {
+		case err == nil:
+			c.seqFromNS = c.seqFromNS.Add(uint32(sent))
+			if c.seqFromNS != want {
+				// The send buffer filled up: what did not fit is not
+				// acknowledged and comes again; EPOLLOUT reopens.
+				c.flags |= tcpWndClosed
+				finAt = -1
+			}
+			c.flags |= tcpAckPending
+		case errors.Is(err, unix.EAGAIN):
+			c.flags |= tcpWndClosed | tcpAckPending
+			finAt = -1
+		default:
+			t.reset(e, idx)
+			return
+		}
+	}
+	if finAt >= 0 && c.seqFromNS == want {
+		// Everything before the FIN is with the host: pass it on.
+		e.sys.shutdown(f.Fd, unix.SHUT_WR)
+		c.seqFromNS = c.seqFromNS.Add(1)
+		c.flags |= tcpFinFromNS | tcpAckPending
+	}
+	if c.flags&(tcpAckPending|tcpDupPending) != 0 {
+		t.sendAck(e, idx)
+	}
+	c.idle = e.now + tcpIdleTimeout
+	if t.done(c) {
+		e.closeFlow(idx)
+		return
+	}
+	t.setDeadline(e, idx)
+}
+
+// ack processes the acknowledgement and window of a segment from the
+// namespace. It returns false when the flow was closed.
+func (t *tcpTr) ack(e *Engine, idx int32, th header.TCP) bool {
+	c := t.conn(idx)
+	a := seqnum.Value(th.Ack())
+	if c.state == tcpSynAckSent {
+		if a != c.isn.Add(1) {
+			t.resetSeg(e, idx, a)
+			return true
+		}
+		c.state = tcpEstablished
+		c.seqAckedByNS = a
+		c.retries, c.rto, c.rtoAt = 0, tcpRTOInitial, 0
+		c.wndFromNS = t.scaleWindow(c, th.Window())
+		// Data the host sent meanwhile raised an edge we could not use.
+		t.pushToNS(e, idx)
+		return true
+	}
+	oldWnd := c.wndFromNS
+	c.wndFromNS = t.scaleWindow(c, th.Window())
+	switch {
+	case c.seqAckedByNS.LessThan(a) && a.LessThanEq(c.seqMax):
+		acked := c.seqAckedByNS.Size(a)
+		if c.flags&tcpFinToNS != 0 && a == c.seqMax {
+			acked-- // the FIN's sequence number has no byte behind it
+			c.flags |= tcpFinAcked
+		}
+		if acked > 0 {
+			if _, err := e.sys.discard(e.flow(idx).Fd, int(acked)); err != nil {
+				t.reset(e, idx)
+				return false
+			}
+		}
+		if c.seqToNS.LessThan(a) {
+			// After a rewind, the namespace had more than it said: skip
+			// ahead. The discard moved the kernel's peek offset back
+			// by as much as it removed, to 0 here.
+			c.seqToNS = a
+		}
+		c.seqAckedByNS = a
+		c.dupAcks, c.retries, c.rto = 0, 0, tcpRTOInitial
+		c.rtoAt = 0
+		if c.seqAckedByNS != c.seqToNS {
+			c.rtoAt = e.now + c.rto
+		}
+		t.pushToNS(e, idx)
+	case a == c.seqAckedByNS && c.seqAckedByNS != c.seqToNS &&
+		len(th.Payload()) == 0 && th.Flags()&header.TCPFlagFIN == 0 && c.wndFromNS == oldWnd:
+		c.dupAcks++
+		if c.dupAcks == tcpDupAcks {
+			t.rewind(e, idx)
+		}
+	case c.wndFromNS > oldWnd:
+		t.pushToNS(e, idx) // a window update
+	}
+	return e.flow(idx).state == flowActive
+}
+
+func (t *tcpTr) scaleWindow(c *tcpConn, w uint16) uint32 {
+	if c.wsFromNS == 255 {
+		return uint32(w)
+	}
+	return uint32(w) << c.wsFromNS
+}
+
+// rewind goes back to the namespace's last acknowledgement and sends again
+// from there (go-back-N: no SACK, and the link rarely loses more than a
+// burst).
+func (t *tcpTr) rewind(e *Engine, idx int32) {
+	c := t.conn(idx)
+	f := e.flow(idx)
+	if t.peekOff {
+		e.sys.setsockoptInt(f.Fd, unix.SOL_SOCKET, unix.SO_PEEK_OFF, 0)
+	}
+	c.seqToNS = c.seqAckedByNS
+	c.flags &^= tcpFinToNS | tcpFinAcked
+	c.dupAcks = 0
+	e.ctr.retransmits.Add(1)
+	t.pushToNS(e, idx)
+}
+
+// pushToNS sends host data to the namespace while its window allows:
+// peeks into frame buffers, then writes headers around what arrived.
+func (t *tcpTr) pushToNS(e *Engine, idx int32) {
+	c := t.conn(idx)
+	f := e.flow(idx)
+	if c.state != tcpEstablished || c.flags&tcpFinToNS != 0 {
+		return
+	}
+	hdr := l4Offset(f.v6) + header.TCPMinimumSize
+	mss := uint32(c.mss)
+	for {
+		inflight := c.seqAckedByNS.Size(c.seqToNS)
+		wnd := c.wndFromNS
+		if !t.peekOff {
+			// Without a peek offset, in-flight bytes are peeked again
+			// into the scratch buffer: it bounds what can be in flight.
+			wnd = min(wnd, uint32(len(t.scratch)))
+		}
+		if inflight >= wnd {
+			return // the namespace's ACK resumes us
+		}
+		room := wnd - inflight
+		nseg := int((room + mss - 1) / mss)
+		bufs := e.txBufs(min(nseg, tcpSegBatch))
+		iov := t.iov[:0]
+		skip := 0
+		if !t.peekOff && inflight > 0 {
+			skip = int(inflight)
+			v := unix.Iovec{Base: &t.scratch[0]}
+			v.SetLen(skip)
+			iov = append(iov, v)
+		}
+		want := uint32(0)
+		for _, b := range bufs {
+			l := min(mss, room-want)
+			v := unix.Iovec{Base: &b[hdr]}
+			v.SetLen(int(l))
+			iov = append(iov, v)
+			want += l
+			if want == room {
+				break
+			}
+		}
+		n, err := e.sys.recvmsgIov(f.Fd, iov, unix.MSG_PEEK)
+		if err != nil {
+			if !errors.Is(err, unix.EAGAIN) {
+				t.reset(e, idx)
+			}
+			return
+		}
+		if n <= skip {
+			// Nothing new. With a peek offset, 0 without EAGAIN is
+			// the end of the stream; without one, the hang-up flag
+			// tells an ended stream from one that is merely idle.
+			if n == 0 && t.peekOff || c.flags&tcpHostHup != 0 && n == skip {
+				t.hostEOF(e, idx)
+			}
+			return
+		}
+		got := uint32(n - skip)
+		t.emit(e, idx, bufs, got)
+		if got < want {
+			return // drained; the next edge brings more
+		}
+	}
+}
+
+// emit writes headers around got peeked bytes spread over bufs (mss each)
+// and queues them.
+func (t *tcpTr) emit(e *Engine, idx int32, bufs [][]byte, got uint32) {
+	c := t.conn(idx)
+	mss := uint32(c.mss)
+	win := t.window(e, idx)
+	for w := 0; got > 0; w++ {
+		l := min(got, mss)
+		flags := header.TCPFlagACK
+		if l == got {
+			flags |= header.TCPFlagPSH
+		}
+		e.txCommit(t.segmentWin(e, idx, bufs[w], flags, c.seqToNS, int(l), nil, win))
+		c.seqToNS = c.seqToNS.Add(l)
+		got -= l
+	}
+	if c.seqMax.LessThan(c.seqToNS) {
+		c.seqMax = c.seqToNS
+	}
+	t.armRTO(e, idx)
+}
+
+// armRTO starts the retransmission timer unless it runs already.
+func (t *tcpTr) armRTO(e *Engine, idx int32) {
+	c := t.conn(idx)
+	if c.rtoAt == 0 {
+		c.rtoAt = e.now + c.rto
+		e.wakeAt(c.rtoAt)
+		t.setDeadline(e, idx)
+	}
+}
+
+// hostEOF: the host peer finished sending and we have passed everything on:
+// send our FIN.
+func (t *tcpTr) hostEOF(e *Engine, idx int32) {
+	c := t.conn(idx)
+	t.sendFlags(e, idx, header.TCPFlagFIN|header.TCPFlagACK, c.seqToNS)
+	c.seqToNS = c.seqToNS.Add(1)
+	if c.seqMax.LessThan(c.seqToNS) {
+		c.seqMax = c.seqToNS
+	}
+	c.flags |= tcpFinToNS
+	t.armRTO(e, idx)
+}
+
+// done reports whether both directions are finished.
+func (t *tcpTr) done(c *tcpConn) bool {
+	return c.flags&(tcpFinFromNS|tcpFinToNS|tcpFinAcked) == tcpFinFromNS|tcpFinToNS|tcpFinAcked
+}
+
+func (t *tcpTr) sockEvent(e *Engine, idx int32, events uint32) {
+	c := t.conn(idx)
+	f := e.flow(idx)
+	if c.state == tcpConnecting {
+		if events&(unix.EPOLLOUT|unix.EPOLLERR|unix.EPOLLHUP) == 0 {
+			return
+		}
+		soerr, err := e.sys.getsockoptInt(f.Fd, unix.SOL_SOCKET, unix.SO_ERROR)
+		if err != nil || soerr != 0 {
+			// Refused or unreachable: the namespace sees a reset, as it
+			// would from the real peer.
+			t.sendFlags(e, idx, header.TCPFlagRST|header.TCPFlagACK, 0)
+			e.closeFlow(idx)
+			return
+		}
+		c.isn = t.isn.ISN(netip.AddrPortFrom(f.DstAddr, f.DstPort), netip.AddrPortFrom(f.NSAddr, f.NSPort), e.nowT)
+		c.seqToNS, c.seqAckedByNS, c.seqMax = c.isn.Add(1), c.isn.Add(1), c.isn.Add(1)
+		c.state = tcpSynAckSent
+		t.sendSynAck(e, idx)
+		c.rtoAt = e.now + c.rto
+		e.wakeAt(c.rtoAt)
+		t.setDeadline(e, idx)
+		return
+	}
+	if events&unix.EPOLLERR != 0 {
+		if soerr, _ := e.sys.getsockoptInt(f.Fd, unix.SOL_SOCKET, unix.SO_ERROR); soerr != 0 {
+			t.reset(e, idx)
+			return
+		}
+	}
+	if events&unix.EPOLLOUT != 0 && c.flags&tcpWndClosed != 0 {
+		// Send space again: offer it, so the namespace resends what
+		// did not fit.
+		c.flags &^= tcpWndClosed
+		t.sendAck(e, idx)
+	}
+	if events&(unix.EPOLLRDHUP|unix.EPOLLHUP) != 0 {
+		c.flags |= tcpHostHup
+	}
+	if events&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP) != 0 {
+		t.pushToNS(e, idx)
+	}
+	c.idle = e.now + tcpIdleTimeout
+}
+
+// timer runs on the flow's deadline: retransmission, a namespace that never
+// completes the handshake, or inactivity.
+func (t *tcpTr) timer(e *Engine, idx int32) {
+	c := t.conn(idx)
+	f := e.flow(idx)
+	switch {
+	case c.state == tcpConnecting:
+		t.sendFlags(e, idx, header.TCPFlagRST|header.TCPFlagACK, 0)
+		e.sys.abort(f.Fd)
+		e.closeFlow(idx)
+		return
+	case e.now >= c.idle:
+		t.reset(e, idx)
+		return
+	case c.rtoAt != 0 && e.now >= c.rtoAt:
+		c.retries++
+		if c.retries > tcpMaxRetries {
+			t.reset(e, idx)
+			return
+		}
+		c.rto = min(c.rto*2, tcpRTOMax)
+		c.rtoAt = e.now + c.rto
+		if c.state == tcpSynAckSent {
+			t.sendSynAck(e, idx)
+		} else {
+			t.rewind(e, idx)
+		}
+		e.wakeAt(c.rtoAt)
+	}
+	t.setDeadline(e, idx)
+}
+
+// setDeadline points the engine's timer at the flow's nearest event.
+func (t *tcpTr) setDeadline(e *Engine, idx int32) {
+	c := t.conn(idx)
+	d := c.idle
+	if c.rtoAt != 0 && c.rtoAt < d {
+		d = c.rtoAt
+	}
+	e.flow(idx).Deadline = d
+}
+
+func (t *tcpTr) closed(e *Engine, idx int32) { t.conns[idx] = tcpConn{} }
+
+// reset aborts both sides: RST to the namespace, and a reset to the host
+// peer (SO_LINGER 0 before the close).
+func (t *tcpTr) reset(e *Engine, idx int32) {
+	c := t.conn(idx)
+	if c.state != tcpConnecting {
+		t.sendFlags(e, idx, header.TCPFlagRST|header.TCPFlagACK, c.seqToNS)
+	}
+	e.sys.abort(e.flow(idx).Fd)
+	e.closeFlow(idx)
+}
+
+// resetSeg answers an unacceptable ACK with a reset carrying that ACK as
+// its sequence number (RFC 9293 3.10.7.3).
+func (t *tcpTr) resetSeg(e *Engine, idx int32, a seqnum.Value) {
+	t.sendFlags(e, idx, header.TCPFlagRST, a)
+}
+
+// window is what we offer the namespace: the host socket's free send
+// space, less an eighth for the kernel's per-buffer overhead, so that a
+// full window still fits.
+func (t *tcpTr) window(e *Engine, idx int32) uint32 {
+	free, err := e.sys.sendSpace(e.flow(idx).Fd)
+	if err != nil {
+		return 0
+	}
+	w := uint32(free - free/8)
+	return min(w, tcpMaxWindow)
+}
+
+func (t *tcpTr) sendAck(e *Engine, idx int32) {
+	c := t.conn(idx)
+	c.flags &^= tcpAckPending | tcpDupPending
+	t.sendFlags(e, idx, header.TCPFlagACK, c.seqToNS)
+}
+
+func (t *tcpTr) sendSynAck(e *Engine, idx int32) {
+	c := t.conn(idx)
+	var opts [tcpOptsSYN]byte
+	opts[0], opts[1] = 2, 4 // MSS
+	opts[2], opts[3] = byte(c.mss>>8), byte(c.mss)
+	if c.wsFromNS != 255 {
+		opts[4], opts[5], opts[6], opts[7] = 1, 3, 3, tcpWindowScale // NOP, window scale
+	} else {
+		opts[4], opts[5], opts[6], opts[7] = 1, 1, 1, 1
+	}
+	b := e.txBuf()
+	n := t.segment(e, idx, b, header.TCPFlagSYN|header.TCPFlagACK, c.isn, 0, opts[:])
+	e.txCommit(n)
+}
+
+// sendFlags queues a segment without payload.
+func (t *tcpTr) sendFlags(e *Engine, idx int32, flags uint8, seq seqnum.Value) {
+	b := e.txBuf()
+	n := t.segment(e, idx, b, flags, seq, 0, nil)
+	e.txCommit(n)
+}
+
+// segment writes the headers of a segment toward the namespace into b,
+// offering the current window; see segmentWin.
+func (t *tcpTr) segment(e *Engine, idx int32, b []byte, flags uint8, seq seqnum.Value, plen int, opts []byte) int {
+	var win uint32
+	if flags&header.TCPFlagRST == 0 {
+		win = t.window(e, idx)
+	}
+	return t.segmentWin(e, idx, b, flags, seq, plen, opts, win)
+}
+
+// segmentWin writes the headers of a segment toward the namespace into b,
+// whose payload (plen bytes) is already in place behind a 20-byte TCP
+// header (segments with options carry no payload), offering window win. It
+// returns the frame length.
+func (t *tcpTr) segmentWin(e *Engine, idx int32, b []byte, flags uint8, seq seqnum.Value, plen int, opts []byte, win uint32) int {
+	c := t.conn(idx)
+	f := e.flow(idx)
+	thLen := header.TCPMinimumSize + len(opts)
+	l4len := thLen + plen
+	o := e.writeHeaders(b, f.v6, header.ProtocolTCP, f.DstAddr, f.NSAddr, l4len)
+	th := header.TCP(b[o : o+l4len])
+	ack := uint32(0)
+	if flags&header.TCPFlagACK != 0 {
+		ack = uint32(c.seqFromNS)
+	}
+	if flags&header.TCPFlagRST == 0 {
+		c.wndToNS = win
+		if win < uint32(c.mss) {
+			c.flags |= tcpWndClosed
+		}
+	}
+	if flags&header.TCPFlagSYN != 0 || c.wsFromNS == 255 {
+		win = min(win, 65535)
+	} else {
+		win = min(win>>tcpWindowScale, 65535)
+	}
+	th.Encode(&header.TCPFields{
+		SrcPort: f.DstPort, DstPort: f.NSPort,
+		Seq: uint32(seq), Ack: ack,
+		DataOffset: thLen, Flags: flags, Window: uint16(win),
+	})
+	copy(th[header.TCPMinimumSize:], opts)
+	th.SetChecksum(th.CalculateChecksum(pseudoSum(b, f.v6, header.ProtocolTCP, l4len)))
+	return o + l4len
+}
+
+// resetFor answers a segment that has no flow (RFC 9293 3.10.7.1).
+func (t *tcpTr) resetFor(e *Engine, p *packet, th header.TCP) {
+	var seq, ack uint32
+	flags := header.TCPFlagRST
+	if th.Flags()&header.TCPFlagACK != 0 {
+		seq = th.Ack()
+	} else {
+		l := uint32(len(th.Payload()))
+		if th.Flags()&header.TCPFlagSYN != 0 {
+			l++
+		}
+		if th.Flags()&header.TCPFlagFIN != 0 {
+			l++
+		}
+		ack = th.Seq() + l
+		flags |= header.TCPFlagACK
+	}
+	b := e.txBuf()
+	l4len := header.TCPMinimumSize
+	o := e.writeHeaders(b, p.v6, header.ProtocolTCP, p.dst, p.src, l4len)
+	out := header.TCP(b[o : o+l4len])
+	out.Encode(&header.TCPFields{
+		SrcPort: p.dport, DstPort: p.sport, Seq: seq, Ack: ack,
+		DataOffset: header.TCPMinimumSize, Flags: flags,
+	})
+	out.SetChecksum(out.CalculateChecksum(pseudoSum(b, p.v6, header.ProtocolTCP, l4len)))
+	e.txCommit(o + l4len)
+}
