@@ -294,6 +294,26 @@ func (e *Engine) newFlow(p *packet, proto uint8) int32 {
 	return idx
 }
 
+// newFlowFor allocates a flow the host side opens (a forwarded port):
+// nsSide is the namespace's address and port, peer what it sees as the
+// other end.
+func (e *Engine) newFlowFor(ipProto uint8, proto uint8, nsSide, peer netip.AddrPort) int32 {
+	k := flowKey{proto: ipProto, nsPort: nsSide.Port(), dstPort: peer.Port(),
+		ns: nsSide.Addr().As16(), dst: peer.Addr().As16()}
+	idx := e.ft.alloc(&k, proto)
+	if idx < 0 {
+		e.drop(DropTableFull)
+		return -1
+	}
+	f := &e.ft.flows[idx]
+	f.v6 = nsSide.Addr().Is6()
+	f.NSAddr, f.DstAddr = nsSide.Addr(), peer.Addr()
+	f.NSPort, f.DstPort = nsSide.Port(), peer.Port()
+	e.ctr.flows[proto].Add(1)
+	e.ctr.opened.Add(1)
+	return idx
+}
+
 // flow returns flow idx.
 func (e *Engine) flow(idx int32) *Flow { return &e.ft.flows[idx] }
 

@@ -55,6 +55,7 @@ const (
 	tcpConnecting  uint8 = iota + 1 // SYN from the namespace, host connect() under way
 	tcpSynAckSent                   // host connected, SYN-ACK sent, waiting for the ACK
 	tcpEstablished                  // both sides up
+	tcpSynSent                      // a host connection: our SYN sent to the namespace
 )
 
 const (
@@ -300,10 +301,17 @@ func (t *tcpTr) frames(e *Engine, idx int32, pkts []*packet) {
 		if fl&header.TCPFlagRST != 0 {
 			// Accept a reset only in the window (RFC 5961's simple
 			// form): a blind reset must not kill the connection.
-			if seq.InWindow(c.seqFromNS, max(c.wndToNS, 1)) || seq == c.seqFromNS {
+			if seq.InWindow(c.seqFromNS, max(c.wndToNS, 1)) || seq == c.seqFromNS ||
+				c.state == tcpSynSent && th.Ack() == uint32(c.isn.Add(1)) {
 				e.sys.abort(f.Fd)
 				e.closeFlow(idx)
 				return
+			}
+			continue
+		}
+		if c.state == tcpSynSent {
+			if fl&(header.TCPFlagSYN|header.TCPFlagACK) == header.TCPFlagSYN|header.TCPFlagACK {
+				t.synAck(e, idx, th)
 			}
 			continue
 		}
@@ -662,9 +670,12 @@ func (t *tcpTr) timer(e *Engine, idx int32) {
 		}
 		c.rto = min(c.rto*2, tcpRTOMax)
 		c.rtoAt = e.now + c.rto
-		if c.state == tcpSynAckSent {
+		switch c.state {
+		case tcpSynAckSent:
 			t.sendSynAck(e, idx)
-		} else {
+		case tcpSynSent:
+			t.sendSyn(e, idx)
+		default:
 			t.rewind(e, idx)
 		}
 		e.wakeAt(c.rtoAt)
@@ -814,4 +825,86 @@ func (t *tcpTr) resetFor(e *Engine, p *packet, th header.TCP) {
 	})
 	out.SetChecksum(out.CalculateChecksum(pseudoSum(b, p.v6, header.ProtocolTCP, l4len)))
 	e.txCommit(o + l4len)
+}
+
+// Errors of connections the host opens into the namespace.
+var (
+	ErrTCPDisabled = errors.New("fwd: TCP is disabled")
+	ErrTableFull   = errors.New("fwd: flow table full")
+)
+
+// tcpFromHost starts a connection into the namespace for fd, a connected
+// host socket accepted on a forwarded port: peer is the address the
+// namespace sees it from (after NAT), to the namespace's address and port.
+// The engine owns fd from the call on; on error it has been closed with a
+// reset, so the host peer learns at once. Runs on the engine's thread.
+func (e *Engine) tcpFromHost(fd int, peer, to netip.AddrPort) error {
+	t, _ := e.tr[protoTCP].(*tcpTr)
+	if t == nil {
+		e.sys.abort(fd)
+		e.sys.close(fd)
+		return ErrTCPDisabled
+	}
+	idx := e.newFlowFor(header.ProtocolTCP, protoTCP, to, peer)
+	if idx < 0 {
+		e.sys.abort(fd)
+		e.sys.close(fd)
+		return ErrTableFull
+	}
+	f := e.flow(idx)
+	f.Fd = fd
+	f.HostAddr = peer.Addr()
+	e.sys.setsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	if t.peekOff {
+		e.sys.setsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PEEK_OFF, 0)
+	}
+	if err := e.sys.watch(fd, idx, f.gen, unix.EPOLLIN|unix.EPOLLOUT|unix.EPOLLRDHUP|unix.EPOLLET); err != nil {
+		e.sys.abort(fd)
+		e.closeFlow(idx)
+		return err
+	}
+	c := t.conn(idx)
+	*c = tcpConn{state: tcpSynSent, rto: tcpRTOInitial, wsFromNS: tcpWindowScale}
+	c.mss = t.segmentSize(e, f.v6, 0xffff)
+	c.isn = t.isn.ISN(peer, to, e.nowT)
+	c.seqToNS, c.seqAckedByNS, c.seqMax = c.isn.Add(1), c.isn.Add(1), c.isn.Add(1)
+	c.idle = e.now + tcpIdleTimeout
+	t.sendSyn(e, idx)
+	t.armRTO(e, idx)
+	return nil
+}
+
+// sendSyn opens a connection toward the namespace (MSS and window scale;
+// no SACK or timestamps, which we would not act on).
+func (t *tcpTr) sendSyn(e *Engine, idx int32) {
+	c := t.conn(idx)
+	var opts [tcpOptsSYN]byte
+	opts[0], opts[1] = 2, 4
+	opts[2], opts[3] = byte(c.mss>>8), byte(c.mss)
+	opts[4], opts[5], opts[6], opts[7] = 1, 3, 3, tcpWindowScale
+	b := e.txBuf()
+	e.txCommit(t.segment(e, idx, b, header.TCPFlagSYN, c.isn, 0, opts[:]))
+}
+
+// synAck completes a connection we opened toward the namespace.
+func (t *tcpTr) synAck(e *Engine, idx int32, th header.TCP) {
+	c := t.conn(idx)
+	if seqnum.Value(th.Ack()) != c.isn.Add(1) {
+		t.resetSeg(e, idx, seqnum.Value(th.Ack()))
+		return
+	}
+	var o header.TCPOptions
+	header.ParseTCPOptions(th.Options(), &o)
+	c.mss = t.segmentSize(e, e.flow(idx).v6, o.MSS)
+	c.wsFromNS = 255
+	if o.WS >= 0 {
+		c.wsFromNS = uint8(o.WS)
+	}
+	c.seqFromNS = seqnum.Value(th.Seq()).Add(1)
+	c.wndFromNS = uint32(th.Window())
+	c.state = tcpEstablished
+	c.retries, c.rto, c.rtoAt = 0, tcpRTOInitial, 0
+	t.sendAck(e, idx)
+	t.pushToNS(e, idx)
+	t.setDeadline(e, idx)
 }
