@@ -52,9 +52,26 @@ func UniqueName(prefix string) string {
 	return fmt.Sprintf("%s-%d-%s", prefix, os.Getpid(), hex.EncodeToString(b[:]))
 }
 
+// HostOptions varies the fixture. The zero value is HostNS's.
+type HostOptions struct {
+	// LinkLocalGW6 routes IPv6 through HostGW6LinkLocal (fe80::1 on eth0)
+	// instead of HostGW6, as on hosts whose router is only known by its
+	// link-local address (the usual case with SLAAC).
+	LinkLocalGW6 bool
+}
+
+// HostGW6LinkLocal is the IPv6 gateway with HostOptions.LinkLocalGW6.
+const HostGW6LinkLocal = "fe80::1"
+
 // HostNS creates the fixture namespace, skipping the test unless root, and
 // deletes it (after killing every process the Host started) in t.Cleanup.
 func HostNS(t testing.TB) *Host {
+	t.Helper()
+	return HostNSWith(t, HostOptions{})
+}
+
+// HostNSWith is HostNS with options.
+func HostNSWith(t testing.TB, o HostOptions) *Host {
 	t.Helper()
 	RequireRoot(t)
 	h := &Host{t: t, name: UniqueName("nstest")}
@@ -67,6 +84,10 @@ func HostNS(t testing.TB) *Host {
 		}
 	})
 	n := h.name
+	gw6 := HostGW6
+	if o.LinkLocalGW6 {
+		gw6 = HostGW6LinkLocal
+	}
 	steps := [][]string{
 		{"ip", "-n", n, "link", "set", "lo", "up"},
 		{"ip", "-n", n, "link", "add", HostIfName, "type", "veth", "peer", "name", PeerIfName},
@@ -79,7 +100,7 @@ func HostNS(t testing.TB) *Host {
 		// onlink: the gateways are inside the prefixes anyway, but the
 		// kernel refuses a v6 gateway while the link is still coming up.
 		{"ip", "-n", n, "route", "add", "default", "via", HostGW4, "dev", HostIfName, "onlink"},
-		{"ip", "-n", n, "-6", "route", "add", "default", "via", HostGW6, "dev", HostIfName, "onlink"},
+		{"ip", "-n", n, "-6", "route", "add", "default", "via", gw6, "dev", HostIfName, "onlink"},
 	}
 	for _, s := range steps {
 		if err := runHostCmd(s...); err != nil {
