@@ -95,7 +95,13 @@ func TestUDPBothWays(t *testing.T) {
 			t.Fatalf("burst datagram %d: got %q, want %q", i, got, want)
 		}
 	}
+	// The forwarder counts a datagram after sendmmsg returns, which can be
+	// after the server has read it: wait (bounded) for the count to settle.
 	st := r.f.Stats()
+	for deadline := time.Now().Add(2 * time.Second); st.UDPDatagrams != 14+burst && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+		st = r.f.Stats()
+	}
 	if st.UDPActive != 1 || st.UDPDatagrams != 14+burst || st.UDPDrops != 0 {
 		t.Errorf("got active %d datagrams %d drops %d, want 1, %d, 0", st.UDPActive, st.UDPDatagrams, st.UDPDrops, 14+burst)
 	}
