@@ -409,3 +409,20 @@ func TestEncodeDNSName(t *testing.T) {
 		t.Errorf("exact buffer: got %d %v", n, ok)
 	}
 }
+
+func TestVirtioNetHdr(t *testing.T) {
+	b := make([]byte, VirtioNetHdrSize)
+	h := VirtioNetHdr(b)
+	h.Encode(&VirtioNetHdrFields{
+		Flags: VirtioNetHdrFNeedsCsum, GSOType: VirtioNetHdrGSOTCPv6,
+		HdrLen: 74, GSOSize: 1440, CsumStart: 54, CsumOffset: 16,
+	})
+	want := []byte{1, 4, 74, 0, 0xa0, 0x05, 54, 0, 16, 0, 0, 0}
+	if string(b) != string(want) {
+		t.Fatalf("encoded: got % x, want % x", b, want)
+	}
+	if h.Flags() != VirtioNetHdrFNeedsCsum || h.GSOType() != VirtioNetHdrGSOTCPv6 || h.HdrLen() != 74 ||
+		h.GSOSize() != 1440 || h.CsumStart() != 54 || h.CsumOffset() != 16 || h.NumBuffers() != 0 {
+		t.Errorf("decoded fields differ from what was encoded: % x", b)
+	}
+}
