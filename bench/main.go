@@ -1,0 +1,331 @@
+// Command bench compares gopasta with pasta, slirp4netns and a plain veth
+// pair on identical workloads, inside a throwaway "host" network namespace,
+// with every workload process running as uid 65534, and prints a markdown
+// table of medians, ratios and the CPU time each tool spent per GB moved.
+//
+//	go run ./bench            # needs root; see `make bench` and docs/performance.md
+//	go run ./bench -quick     # one short run of a subset, about two minutes
+//
+// A tool or path that is missing, unsupported or failing gives "n/a" with the
+// reason in a footnote; nothing in one row aborts the others.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+)
+
+type options struct {
+	runs       int
+	secs       int
+	quick      bool
+	tools      []string
+	filter     *regexp.Regexp
+	gopasta    string
+	pasta      string
+	out        string
+	doc        string
+	commandStr string
+}
+
+func main() {
+	o := options{}
+	tools := flag.String("tools", "gopasta,pasta,slirp4netns,veth", "tools to compare, comma-separated")
+	filter := flag.String("filter", "", "only rows whose label or id matches this regexp")
+	flag.IntVar(&o.runs, "runs", 3, "runs per row (the table shows the median)")
+	flag.IntVar(&o.secs, "time", 5, "seconds per run (iperf3 -t, rr -time)")
+	flag.BoolVar(&o.quick, "quick", false, "the two-minute version: one run of 3 s per row, IPv4 subset (overrides -runs and -time unless given)")
+	flag.StringVar(&o.gopasta, "gopasta", "./gopasta", "gopasta binary (built with `go build .` when missing)")
+	flag.StringVar(&o.pasta, "pasta", "pasta", "pasta binary")
+	flag.StringVar(&o.out, "out", "bench/results/latest.md", "write the report here too (empty: stdout only)")
+	flag.StringVar(&o.doc, "doc", "", "also replace the results section of this markdown file (docs/performance.md)")
+	flag.Parse()
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if o.quick {
+		if !set["runs"] {
+			o.runs = 1
+		}
+		if !set["time"] {
+			o.secs = 3
+		}
+	}
+	if o.runs < 1 || o.secs < 1 {
+		fatalf("-runs and -time must be at least 1")
+	}
+	o.tools = canonicalOrder(strings.Split(*tools, ","))
+	if *filter != "" {
+		re, err := regexp.Compile(*filter)
+		if err != nil {
+			fatalf("-filter: %v", err)
+		}
+		o.filter = re
+	}
+	o.commandStr = "go run ./bench " + strings.Join(os.Args[1:], " ")
+	if os.Geteuid() != 0 {
+		fatalf("needs root: it creates network namespaces and veth pairs (the tools themselves run as uid 65534)")
+	}
+	os.Exit(runBench(o))
+}
+
+// canonicalOrder puts the tools in the table's fixed column order, whatever
+// order -tools named them in; names it does not know go last (and fail).
+func canonicalOrder(names []string) []string {
+	rank := map[string]int{"gopasta": 0, "pasta": 1, "slirp4netns": 2, "veth": 3}
+	seen := map[string]bool{}
+	var out []string
+	for _, n := range names {
+		if n = strings.TrimSpace(n); n != "" && !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		ri, ok := rank[out[i]]
+		if !ok {
+			ri = len(rank)
+		}
+		rj, ok := rank[out[j]]
+		if !ok {
+			rj = len(rank)
+		}
+		return ri < rj
+	})
+	return out
+}
+
+func fatalf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...)
+	os.Exit(2)
+}
+
+// cleanups run in reverse order on the way out, including on SIGINT/SIGTERM.
+var cleanups []func()
+
+func cleanup() {
+	stopAll()
+	for i := len(cleanups) - 1; i >= 0; i-- {
+		cleanups[i]()
+	}
+	cleanups = nil
+}
+
+func runBench(o options) int {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	go func() {
+		s := <-sig
+		warnf("%v: cleaning up", s)
+		cleanup()
+		os.Exit(130)
+	}()
+	defer cleanup()
+
+	tmp, err := os.MkdirTemp("", "gopasta-bench-")
+	if err != nil {
+		warnf("%v", err)
+		return 1
+	}
+	cleanups = append(cleanups, func() { _ = os.RemoveAll(tmp) })
+	// uid 65534 must reach the binaries and write the slirp4netns socket.
+	if err := os.Chmod(tmp, 0o777); err != nil {
+		warnf("%v", err)
+		return 1
+	}
+	rrBin, err := buildRR(tmp)
+	if err != nil {
+		warnf("building bench/rr: %v", err)
+		return 1
+	}
+	gopastaBin, gopastaErr := stageGopasta(o.gopasta, tmp)
+	if gopastaErr != nil {
+		warnf("gopasta: %v", gopastaErr)
+	}
+
+	cases := quickCases()
+	if !o.quick {
+		cases = fullCases()
+	}
+	if o.filter != nil {
+		var keep []testCase
+		for _, c := range cases {
+			if o.filter.MatchString(c.label()) || o.filter.MatchString(c.id()) {
+				keep = append(keep, c)
+			}
+		}
+		cases = keep
+	}
+	if len(cases) == 0 {
+		warnf("no rows match -filter")
+		return 2
+	}
+
+	h, err := newHostNS()
+	if err != nil {
+		warnf("%v", err)
+		return 1
+	}
+	cleanups = append(cleanups, h.close)
+
+	res := newResults(o.tools)
+	began := time.Now()
+	for _, mtu := range []int{mtuBig, mtuSmall} {
+		var mine []testCase
+		for _, c := range cases {
+			if c.mtu == mtu {
+				mine = append(mine, c)
+			}
+		}
+		if len(mine) == 0 {
+			continue
+		}
+		for _, tool := range o.tools {
+			benchTool(o, h, tool, mtu, mine, res, gopastaBin, gopastaErr, rrBin, tmp)
+		}
+	}
+	elapsed := time.Since(began)
+
+	report := renderReport(o, cases, res, machineInfo(), versions(o, gopastaBin), elapsed)
+	fmt.Print(report)
+	if o.out != "" {
+		if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err == nil {
+			err = os.WriteFile(o.out, []byte(report), 0o644)
+		}
+		if err != nil {
+			warnf("writing %s: %v", o.out, err)
+		}
+	}
+	if o.doc != "" {
+		if err := updateDoc(o.doc, report); err != nil {
+			warnf("updating %s: %v", o.doc, err)
+		}
+	}
+	return 0
+}
+
+// benchTool starts one tool at one MTU and runs every row through it.
+func benchTool(o options, h *hostNS, tool string, mtu int, cases []testCase, res *results,
+	gopastaBin string, gopastaErr error, rrBin, tmp string) {
+	startIt := func() (*instance, error) {
+		switch tool {
+		case "gopasta":
+			if gopastaErr != nil {
+				return nil, gopastaErr
+			}
+			return startPastaLike("gopasta", gopastaBin, h, mtu)
+		case "pasta":
+			bin, err := exec.LookPath(o.pasta)
+			if err != nil {
+				return nil, fmt.Errorf("pasta not installed (apt-get install passt)")
+			}
+			return startPastaLike("pasta", bin, h, mtu)
+		case "slirp4netns":
+			if _, err := exec.LookPath("slirp4netns"); err != nil {
+				return nil, fmt.Errorf("slirp4netns not installed")
+			}
+			return startSlirp(h, mtu, tmp)
+		case "veth":
+			return startVeth(h, mtu)
+		}
+		return nil, fmt.Errorf("unknown tool %q", tool)
+	}
+	fmt.Fprintf(os.Stderr, "== %s, MTU %d\n", tool, mtu)
+	in, err := startIt()
+	if err != nil {
+		for _, c := range cases {
+			res.fail(c, tool, "could not start: "+err.Error())
+		}
+		fmt.Fprintf(os.Stderr, "   could not start: %v\n", err)
+		return
+	}
+	defer func() { in.close() }()
+	ids := map[string]bool{}
+	for _, c := range cases {
+		ids[c.id()] = true
+	}
+	for run := 0; run < o.runs; run++ {
+		for _, c := range cases {
+			if in.kernel && c.path != "tap" {
+				alias := c
+				alias.path = "tap"
+				res.alias(c, tool, alias)
+				if ids[alias.id()] {
+					continue // measured as its own row
+				}
+				c = alias
+			}
+			// A tool that crashed gets one fresh start per row, so one
+			// crash does not blank the rest of the table.
+			if why := in.dead(); why != "" {
+				fmt.Fprintf(os.Stderr, "   restarting: %s\n", why)
+				in.close()
+				if in, err = startIt(); err != nil {
+					fmt.Fprintf(os.Stderr, "   restart failed: %v\n", err)
+					for _, c2 := range cases {
+						res.fail(c2, tool, "could not restart: "+err.Error())
+					}
+					in = &instance{tool: tool}
+					return
+				}
+			}
+			s, err := measure(in, h, c, o.secs, rrBin)
+			if err != nil {
+				res.fail(c, tool, err.Error())
+				fmt.Fprintf(os.Stderr, "   %-60s n/a: %v\n", c.label(), err)
+				continue
+			}
+			res.add(c, tool, s)
+			fmt.Fprintf(os.Stderr, "   %-60s %s\n", c.label(), formatValue(c, s.value))
+		}
+	}
+}
+
+func buildRR(dir string) (string, error) {
+	out := filepath.Join(dir, "rr")
+	if _, err := run(3*time.Minute, goTool(), "build", "-o", out, "./bench/rr"); err != nil {
+		return "", err
+	}
+	return out, nil
+}
+
+// stageGopasta copies (or builds) gopasta where uid 65534 can run it.
+func stageGopasta(path, dir string) (string, error) {
+	dst := filepath.Join(dir, "gopasta")
+	if _, err := os.Stat(path); err != nil {
+		if _, err := run(5*time.Minute, goTool(), "build", "-o", dst, "."); err != nil {
+			return "", err
+		}
+		return dst, nil
+	}
+	src, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer src.Close()
+	f, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
+	if err != nil {
+		return "", err
+	}
+	if _, err := io.Copy(f, src); err != nil {
+		f.Close()
+		return "", err
+	}
+	return dst, f.Close()
+}
+
+func goTool() string {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	return "/usr/local/go/bin/go"
+}

@@ -1,0 +1,285 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// proc is a process the harness started. Every one leads its own process
+// group, so stopping it also stops whatever it forked, and it is killed by
+// that group's id, never by name: other benchmark and test runs share the
+// machine.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	out  *syncBuf
+	done chan struct{}
+	err  error
+}
+
+// live holds every proc not yet stopped, for the signal handler.
+var live = struct {
+	sync.Mutex
+	m map[*proc]bool
+}{m: map[*proc]bool{}}
+
+// syncBuf collects a process's output and reports when a line containing a
+// wanted string appears (servers say when they listen).
+type syncBuf struct {
+	mu   sync.Mutex
+	b    bytes.Buffer
+	want string
+	seen chan struct{}
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.b.Len() < 1<<20 { // bounded: a chatty tool must not eat memory
+		s.b.Write(p)
+	}
+	if s.want != "" && s.seen != nil && bytes.Contains(s.b.Bytes(), []byte(s.want)) {
+		close(s.seen)
+		s.seen = nil
+	}
+	return len(p), nil
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// start runs argv in the background. When ready is not empty, start waits
+// (at most readyTimeout) until the output contains it.
+func start(name string, argv []string, ready string, readyTimeout time.Duration) (*proc, error) {
+	p := &proc{name: name, out: &syncBuf{want: ready}, done: make(chan struct{})}
+	if ready != "" {
+		p.out.seen = make(chan struct{})
+	}
+	seen := p.out.seen
+	p.cmd = exec.Command(argv[0], argv[1:]...)
+	p.cmd.Stdout = p.out
+	p.cmd.Stderr = p.out
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	live.Lock()
+	live.m[p] = true
+	live.Unlock()
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	if ready == "" {
+		return p, nil
+	}
+	select {
+	case <-seen:
+		return p, nil
+	case <-p.done:
+		return nil, fmt.Errorf("%s exited before it was ready (%v): %s", name, p.err, lastLine(p.out.String()))
+	case <-time.After(readyTimeout):
+		p.stop()
+		return nil, fmt.Errorf("%s not ready within %v: %s", name, readyTimeout, lastLine(p.out.String()))
+	}
+}
+
+func (p *proc) pid() int { return p.cmd.Process.Pid }
+
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop ends the process group politely, then firmly; every wait is bounded.
+func (p *proc) stop() {
+	if p == nil {
+		return
+	}
+	live.Lock()
+	delete(live.m, p)
+	live.Unlock()
+	pg := p.pid()
+	_ = syscall.Kill(-pg, syscall.SIGTERM)
+	_ = syscall.Kill(pg, syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(3 * time.Second):
+		_ = syscall.Kill(-pg, syscall.SIGKILL)
+		_ = syscall.Kill(pg, syscall.SIGKILL)
+		select {
+		case <-p.done:
+		case <-time.After(3 * time.Second):
+			warnf("%s (pid %d) did not exit after SIGKILL", p.name, pg)
+		}
+	}
+	// Stragglers that left the group still carry it in their pgid field.
+	_ = syscall.Kill(-pg, syscall.SIGKILL)
+}
+
+// wait waits up to d for the process to exit by itself, then stops it.
+func (p *proc) wait(d time.Duration) {
+	select {
+	case <-p.done:
+	case <-time.After(d):
+	}
+	p.stop()
+}
+
+func stopAll() {
+	live.Lock()
+	ps := make([]*proc, 0, len(live.m))
+	for p := range live.m {
+		ps = append(ps, p)
+	}
+	live.Unlock()
+	for _, p := range ps {
+		p.stop()
+	}
+}
+
+// run runs argv to completion within timeout and returns its standard
+// output (standard error goes into the error when it fails).
+func run(timeout time.Duration, argv ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout = &stdout
+	cmd.Stderr = &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// Kill the whole group on timeout, not just the leader.
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 2 * time.Second
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		return stdout.String(), fmt.Errorf("%s: timed out after %v", strings.Join(argv, " "), timeout)
+	}
+	if err != nil {
+		return stdout.String(), fmt.Errorf("%s: %v: %s", shortCmd(argv), err, lastLine(stderr.String()+stdout.String()))
+	}
+	return stdout.String(), nil
+}
+
+func shortCmd(argv []string) string {
+	s := strings.Join(argv, " ")
+	if len(s) > 120 {
+		s = s[:117] + "..."
+	}
+	return s
+}
+
+// lastLine returns the last non-empty line of s, which is where tools put
+// the reason they failed.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if l := strings.TrimSpace(lines[i]); l != "" {
+			if len(l) > 200 {
+				l = l[:200] + "..."
+			}
+			return l
+		}
+	}
+	return "(no output)"
+}
+
+// cpuTicks returns the user+system CPU time, in clock ticks, of the process
+// tree rooted at pid: gopasta or pasta may re-exec through helpers or fork,
+// and /proc/PID/stat already sums a process's threads.
+func cpuTicks(root int) (int64, error) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	parent := map[int]int{}
+	ticks := map[int]int64{}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue // gone meanwhile
+		}
+		pp, t, err := parseStat(b)
+		if err != nil {
+			continue
+		}
+		parent[pid], ticks[pid] = pp, t
+	}
+	if _, ok := ticks[root]; !ok {
+		return 0, fmt.Errorf("process %d is gone", root)
+	}
+	var sum int64
+	for pid, t := range ticks {
+		for q, hops := pid, 0; q > 0 && hops < 64; q, hops = parent[q], hops+1 {
+			if q == root {
+				sum += t
+				break
+			}
+		}
+	}
+	return sum, nil
+}
+
+var errStat = errors.New("malformed /proc/PID/stat")
+
+// parseStat extracts ppid and utime+stime from a /proc/PID/stat line. The
+// command name (field 2) may hold spaces and parentheses, so fields are
+// counted from the last ')'.
+func parseStat(b []byte) (ppid int, ticks int64, err error) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, 0, errStat
+	}
+	f := strings.Fields(string(b[i+1:]))
+	// f[0] is field 3 (state); ppid is field 4, utime 14, stime 15.
+	if len(f) < 13 {
+		return 0, 0, errStat
+	}
+	ppid, err1 := strconv.Atoi(f[1])
+	ut, err2 := strconv.ParseInt(f[11], 10, 64)
+	st, err3 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil || ut < 0 || st < 0 {
+		return 0, 0, errStat
+	}
+	return ppid, ut + st, nil
+}
+
+// clockTicks is USER_HZ, which is 100 on every Linux architecture Go runs
+// on (the kernel scales /proc times to it regardless of CONFIG_HZ).
+const clockTicks = 100
+
+func warnf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...)
+}
+
+// readLines is a small helper for /proc/cpuinfo-like files.
+func readLines(r io.Reader) []string {
+	var out []string
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		out = append(out, sc.Text())
+	}
+	return out
+}

@@ -1,0 +1,320 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+)
+
+// cell holds one tool's measurements of one row.
+type cell struct {
+	samples []sample
+	errs    []string
+	aliasOf string // veth: the row whose figure stands in for this one
+}
+
+type results struct {
+	tools []string
+	cells map[string]map[string]*cell // case id -> tool -> cell
+}
+
+func newResults(tools []string) *results {
+	return &results{tools: tools, cells: map[string]map[string]*cell{}}
+}
+
+func (r *results) get(c testCase, tool string) *cell {
+	m := r.cells[c.id()]
+	if m == nil {
+		m = map[string]*cell{}
+		r.cells[c.id()] = m
+	}
+	if m[tool] == nil {
+		m[tool] = &cell{}
+	}
+	return m[tool]
+}
+
+func (r *results) add(c testCase, tool string, s sample) {
+	r.get(c, tool).samples = append(r.get(c, tool).samples, s)
+}
+
+func (r *results) fail(c testCase, tool, why string) {
+	r.get(c, tool).errs = append(r.get(c, tool).errs, why)
+}
+
+func (r *results) alias(c testCase, tool string, of testCase) {
+	r.get(c, tool).aliasOf = of.id()
+}
+
+// resolve follows a veth alias to the cell that holds the measurements.
+func (r *results) resolve(c testCase, tool string) *cell {
+	ce := r.get(c, tool)
+	if ce.aliasOf != "" {
+		if m := r.cells[ce.aliasOf]; m != nil && m[tool] != nil {
+			return m[tool]
+		}
+	}
+	return ce
+}
+
+func median(xs []float64) (float64, bool) {
+	if len(xs) == 0 {
+		return 0, false
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2], true
+	}
+	return (s[n/2-1] + s[n/2]) / 2, true
+}
+
+func (ce *cell) value() (float64, bool) {
+	var v []float64
+	for _, s := range ce.samples {
+		v = append(v, s.value)
+	}
+	return median(v)
+}
+
+// cpu is the median CPU cost: seconds per GB received for throughput rows,
+// microseconds per transaction for request/response rows.
+func (ce *cell) cpu(rr bool) (float64, bool) {
+	var v []float64
+	for _, s := range ce.samples {
+		if s.cpuTicks < 0 || s.amount <= 0 {
+			continue
+		}
+		sec := float64(s.cpuTicks) / clockTicks
+		if rr {
+			v = append(v, sec*1e6/s.amount)
+		} else {
+			v = append(v, sec/(s.amount/1e9))
+		}
+	}
+	return median(v)
+}
+
+func formatValue(c testCase, v float64) string {
+	if c.isRR() {
+		return fmt.Sprintf("%.0f", v)
+	}
+	if v < 0.1 {
+		return fmt.Sprintf("%.3f", v)
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+// notes numbers footnote reasons, the same reason once.
+type notes struct {
+	order []string
+	index map[string]int
+}
+
+func (n *notes) ref(why string) string {
+	why = strings.ReplaceAll(strings.TrimSpace(why), "|", "/")
+	if n.index == nil {
+		n.index = map[string]int{}
+	}
+	i, ok := n.index[why]
+	if !ok {
+		n.order = append(n.order, why)
+		i = len(n.order)
+		n.index[why] = i
+	}
+	return fmt.Sprintf("[%d]", i)
+}
+
+type section struct {
+	title, unit, cpuUnit string
+	match                func(testCase) bool
+}
+
+var sections = []section{
+	{"TCP throughput", "Gbit/s", "CPU s/GB", func(c testCase) bool { return c.kind == "tcp" }},
+	{"UDP throughput (received)", "Gbit/s", "CPU s/GB", func(c testCase) bool { return c.kind == "udp" }},
+	{"TCP request/response (1-byte messages)", "transactions/s", "CPU µs/transaction", func(c testCase) bool { return c.isRR() }},
+}
+
+func renderReport(o options, cases []testCase, r *results, machine, vers string, elapsed time.Duration) string {
+	var b strings.Builder
+	var n notes
+	fmt.Fprintf(&b, "## Results\n\n")
+	fmt.Fprintf(&b, "%s, %d run(s) of %d s per row, median shown; the run took %s.\n\n",
+		time.Now().UTC().Format("2006-01-02 15:04 UTC"), o.runs, o.secs, elapsed.Round(time.Second))
+	fmt.Fprintf(&b, "Machine: %s\n\n", machine)
+	fmt.Fprintf(&b, "Versions: %s\n\n", vers)
+	fmt.Fprintf(&b, "Command (as root, from the repository root): `%s`\n\n", o.commandStr)
+	hasVeth, hasPasta := false, false
+	var cpuTools []string
+	for _, t := range r.tools {
+		switch t {
+		case "veth":
+			hasVeth = true
+		case "pasta":
+			hasPasta = true
+		}
+		if t != "veth" {
+			cpuTools = append(cpuTools, t)
+		}
+	}
+	hasGopasta := false
+	for _, t := range r.tools {
+		hasGopasta = hasGopasta || t == "gopasta"
+	}
+	for _, sec := range sections {
+		var rows []testCase
+		for _, c := range cases {
+			if sec.match(c) {
+				rows = append(rows, c)
+			}
+		}
+		if len(rows) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "### %s, %s\n\n", sec.title, sec.unit)
+		hdr := []string{"Test"}
+		hdr = append(hdr, r.tools...)
+		if hasGopasta && hasPasta {
+			hdr = append(hdr, "gopasta/pasta")
+		}
+		if hasGopasta && hasVeth {
+			hdr = append(hdr, "gopasta/veth")
+		}
+		for _, t := range cpuTools {
+			hdr = append(hdr, sec.cpuUnit+" "+t)
+		}
+		fmt.Fprintf(&b, "| %s |\n|%s\n", strings.Join(hdr, " | "), strings.Repeat(" --- |", len(hdr)))
+		for _, c := range rows {
+			vals := map[string]float64{}
+			line := []string{c.label()}
+			for _, t := range r.tools {
+				ce := r.resolve(c, t)
+				v, ok := ce.value()
+				if !ok {
+					why := "not measured"
+					if len(ce.errs) > 0 {
+						why = ce.errs[0]
+					}
+					line = append(line, "n/a "+n.ref(t+": "+why))
+					continue
+				}
+				vals[t] = v
+				s := formatValue(c, v)
+				if r.get(c, t).aliasOf != "" {
+					s += " " + n.ref("veth has no loopback mapping: the kernel figure for the same direction over the veth pair")
+				}
+				if len(ce.errs) > 0 {
+					s += " " + n.ref(fmt.Sprintf("%s: %d of %d runs failed, e.g. %s", t, len(ce.errs), len(ce.errs)+len(ce.samples), ce.errs[0]))
+				}
+				line = append(line, s)
+			}
+			ratio := func(a, b string) string {
+				x, ok1 := vals[a]
+				y, ok2 := vals[b]
+				if !ok1 || !ok2 || y == 0 {
+					return "–"
+				}
+				return fmt.Sprintf("%.2f×", x/y)
+			}
+			if hasGopasta && hasPasta {
+				line = append(line, ratio("gopasta", "pasta"))
+			}
+			if hasGopasta && hasVeth {
+				line = append(line, ratio("gopasta", "veth"))
+			}
+			for _, t := range cpuTools {
+				if v, ok := r.resolve(c, t).cpu(c.isRR()); ok {
+					if c.isRR() {
+						line = append(line, fmt.Sprintf("%.1f", v))
+					} else {
+						line = append(line, fmt.Sprintf("%.2f", v))
+					}
+				} else {
+					line = append(line, "–")
+				}
+			}
+			fmt.Fprintf(&b, "| %s |\n", strings.Join(line, " | "))
+		}
+		b.WriteString("\n")
+	}
+	if len(n.order) > 0 {
+		b.WriteString("Notes:\n\n")
+		for i, why := range n.order {
+			fmt.Fprintf(&b, "- [%d] %s\n", i+1, why)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+func machineInfo() string {
+	model := "unknown CPU"
+	if f, err := os.Open("/proc/cpuinfo"); err == nil {
+		for _, l := range readLines(f) {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+		f.Close()
+	}
+	kernel := "unknown kernel"
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		kernel = "Linux " + strings.TrimSpace(string(b))
+	}
+	cc := ""
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_congestion_control"); err == nil {
+		cc = ", TCP congestion control " + strings.TrimSpace(string(b))
+	}
+	return fmt.Sprintf("%d CPUs (nproc), %s, %s%s", runtime.NumCPU(), model, kernel, cc)
+}
+
+func versions(o options, gopastaBin string) string {
+	var parts []string
+	add := func(name string, argv ...string) {
+		out, err := run(10*time.Second, argv...)
+		v := strings.TrimSpace(strings.SplitN(out, "\n", 2)[0])
+		if err != nil || v == "" {
+			v = "not available"
+		}
+		parts = append(parts, name+" "+v)
+	}
+	for _, t := range o.tools {
+		switch t {
+		case "gopasta":
+			if gopastaBin != "" {
+				add("gopasta:", gopastaBin, "--version")
+			}
+		case "pasta":
+			// Debian's 2023 build reports "unknown version"; the package
+			// version names the snapshot.
+			add("pasta (Debian passt):", "dpkg-query", "-W", "-f", "${Version}", "passt")
+		case "slirp4netns":
+			add("slirp4netns:", "slirp4netns", "--version")
+		}
+	}
+	add("iperf3:", "iperf3", "--version")
+	return strings.Join(parts, "; ")
+}
+
+const docBegin, docEnd = "<!-- bench:begin -->", "<!-- bench:end -->"
+
+// updateDoc replaces what lies between the markers in the document.
+func updateDoc(path, report string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	s := string(b)
+	i, j := strings.Index(s, docBegin), strings.Index(s, docEnd)
+	if i < 0 || j < i {
+		return fmt.Errorf("no %s ... %s markers", docBegin, docEnd)
+	}
+	s = s[:i+len(docBegin)] + "\n" + report + s[j:]
+	return os.WriteFile(path, []byte(s), 0o644)
+}

@@ -1,0 +1,276 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+)
+
+// testCase is one row of the table.
+type testCase struct {
+	kind string // tcp, udp, rr, crr
+	dir  string // out: namespace -> host; in: host -> namespace
+	path string // tap: to/from the host's address; gw: to the gateway mapped to host loopback; splice: loopback <-> loopback
+	fam  int    // 4 or 6
+	mtu  int    // the namespace interface's MTU
+	size int    // UDP datagram size (iperf3 -l)
+}
+
+func (c testCase) id() string {
+	return fmt.Sprintf("%s/%s/%s/v%d/%d/%d", c.kind, c.dir, c.path, c.fam, c.mtu, c.size)
+}
+
+func (c testCase) label() string {
+	dir := "ns→host"
+	if c.dir == "in" {
+		dir = "host→ns"
+	}
+	var path string
+	switch {
+	case c.path == "tap" && c.dir == "out":
+		path = "TAP, to " + hostAddr(c.fam)
+	case c.path == "tap":
+		path = "TAP, -t from " + hostAddr(c.fam)
+	case c.path == "gw":
+		path = "TAP, to gateway → host lo"
+	case c.dir == "out":
+		path = "splice, -T to " + loAddr(c.fam)
+	default:
+		path = "splice, -t from " + loAddr(c.fam)
+	}
+	s := fmt.Sprintf("%s %s IPv%d, %s", strings.ToUpper(c.kind), dir, c.fam, path)
+	if c.path != "splice" {
+		s += fmt.Sprintf(", MTU %d", c.mtu)
+	}
+	if c.kind == "udp" {
+		s += fmt.Sprintf(", -l %d", c.size)
+	}
+	return s
+}
+
+func (c testCase) isRR() bool { return c.kind == "rr" || c.kind == "crr" }
+
+func hostAddr(fam int) string {
+	if fam == 6 {
+		return hostAddr6
+	}
+	return hostAddr4
+}
+
+func loAddr(fam int) string {
+	if fam == 6 {
+		return "::1"
+	}
+	return "127.0.0.1"
+}
+
+func gwAddr(fam int) string {
+	if fam == 6 {
+		return hostGW6
+	}
+	return hostGW4
+}
+
+// sample is one measurement.
+type sample struct {
+	value    float64 // Gbit/s, or transactions/s
+	amount   float64 // bytes received, or transactions
+	cpuTicks int64   // the tool's CPU time meanwhile (-1: no tool process)
+}
+
+// errNA marks a combination a tool does not offer (as opposed to one that
+// failed).
+type errNA struct{ why string }
+
+func (e errNA) Error() string { return e.why }
+
+// endpoints works out where the server listens and where the client goes.
+func endpoints(in *instance, c testCase) (bind, dst string, err error) {
+	path := c.path
+	if in.kernel && path != "tap" {
+		path = "tap" // the veth reference has no mapping: same route as the TAP row
+	}
+	switch path {
+	case "gw":
+		if in.noGW != "" {
+			return "", "", errNA{in.noGW}
+		}
+	case "splice":
+		if in.noSplice != "" {
+			return "", "", errNA{in.noSplice}
+		}
+	}
+	if c.dir == "in" && c.fam == 6 && in.noIn6 != "" {
+		return "", "", errNA{in.noIn6}
+	}
+	switch {
+	case c.dir == "out" && path == "tap":
+		return hostAddr(c.fam), hostAddr(c.fam), nil
+	case c.dir == "out" && path == "gw":
+		return loAddr(c.fam), gwAddr(c.fam), nil
+	case c.dir == "out":
+		return loAddr(c.fam), loAddr(c.fam), nil
+	case path == "tap" && in.kernel:
+		return in.addr(c.fam), in.addr(c.fam), nil
+	case path == "tap":
+		if in.addr(c.fam) == "" {
+			return "", "", errNA{fmt.Sprintf("%s: no IPv%d address in the namespace", in.tool, c.fam)}
+		}
+		return in.addr(c.fam), hostAddr(c.fam), nil
+	default:
+		return loAddr(c.fam), loAddr(c.fam), nil
+	}
+}
+
+// measure runs one workload once through one instance.
+func measure(in *instance, h *hostNS, c testCase, secs int, rrBin string) (sample, error) {
+	bind, dst, err := endpoints(in, c)
+	if err != nil {
+		return sample{}, err
+	}
+	if why := in.dead(); why != "" {
+		return sample{}, errors.New(why)
+	}
+	srvWrap, cliWrap := h.cmd, in.nsWrap
+	port := portOut
+	if c.isRR() {
+		port = portOutRR
+	}
+	if c.dir == "in" {
+		srvWrap, cliWrap = in.nsWrap, h.cmd
+		port += portIn - portOut
+	}
+	p := itoa(port)
+	var srvArgv, cliArgv []string
+	var ready string
+	if c.isRR() {
+		srvArgv = srvWrap(rrBin, "-server", "-listen", net.JoinHostPort(bind, p))
+		cliArgv = cliWrap(rrBin, "-mode", c.kind, "-connect", net.JoinHostPort(dst, p), "-time", fmt.Sprintf("%ds", secs))
+		ready = "listening"
+	} else {
+		srvArgv = srvWrap("iperf3", "-s", "-1", "-B", bind, "-p", p, "--forceflush")
+		cliArgv = cliWrap("iperf3", "-c", dst, "-p", p, "-t", itoa(secs), "-J", "--connect-timeout", "3000")
+		if c.kind == "udp" {
+			cliArgv = append(cliArgv, "-u", "-b", "0", "-l", itoa(c.size))
+		}
+		ready = "Server listening"
+	}
+	srv, err := start("server", srvArgv, ready, 5*time.Second)
+	if err != nil {
+		return sample{}, err
+	}
+	defer srv.stop()
+
+	t0 := int64(-1)
+	if in.main != nil {
+		if t0, err = cpuTicks(in.main.pid()); err != nil {
+			return sample{}, err
+		}
+	}
+	out, runErr := run(time.Duration(secs+20)*time.Second, cliArgv...)
+	var t1 int64 = -1
+	if in.main != nil {
+		var err error
+		if t1, err = cpuTicks(in.main.pid()); err != nil {
+			if why := in.dead(); why != "" {
+				return sample{}, fmt.Errorf("during the test: %s", why)
+			}
+			return sample{}, err
+		}
+	}
+	var s sample
+	if c.isRR() {
+		s, err = parseRR([]byte(out))
+	} else {
+		s, err = parseIperf([]byte(out), c.kind == "udp")
+	}
+	if err != nil {
+		if runErr != nil && strings.TrimSpace(out) == "" {
+			err = runErr // timed out, or could not start: say that
+		}
+		if why := in.dead(); why != "" {
+			err = fmt.Errorf("%v (%s)", err, why)
+		}
+		return sample{}, err
+	}
+	if t0 >= 0 {
+		s.cpuTicks = t1 - t0
+	} else {
+		s.cpuTicks = -1
+	}
+	srv.wait(3 * time.Second)
+	return s, nil
+}
+
+// iperfResult is the part of `iperf3 -J` output the harness reads.
+type iperfResult struct {
+	Error string `json:"error"`
+	End   struct {
+		Sum         *iperfSum `json:"sum"`
+		SumSent     *iperfSum `json:"sum_sent"`
+		SumReceived *iperfSum `json:"sum_received"`
+	} `json:"end"`
+}
+
+type iperfSum struct {
+	Seconds       float64 `json:"seconds"`
+	Bytes         float64 `json:"bytes"`
+	BitsPerSecond float64 `json:"bits_per_second"`
+	LostPercent   float64 `json:"lost_percent"`
+}
+
+// parseIperf turns iperf3 -J client output into what the receiver got: for
+// TCP the receiver's sum, for UDP the sender's rate less the datagrams the
+// server reported lost (iperf3 3.12 has no receiver sum for UDP).
+func parseIperf(b []byte, udp bool) (sample, error) {
+	var r iperfResult
+	if err := json.Unmarshal(b, &r); err != nil {
+		return sample{}, fmt.Errorf("iperf3: unreadable output (%v): %s", err, lastLine(string(b)))
+	}
+	if r.Error != "" {
+		return sample{}, fmt.Errorf("iperf3: %s", r.Error)
+	}
+	var bytes, bps float64
+	switch {
+	case !udp && r.End.SumReceived != nil:
+		bytes, bps = r.End.SumReceived.Bytes, r.End.SumReceived.BitsPerSecond
+	case udp && r.End.SumReceived != nil && r.End.SumReceived.Bytes > 0:
+		bytes, bps = r.End.SumReceived.Bytes, r.End.SumReceived.BitsPerSecond
+	case udp && r.End.Sum != nil:
+		keep := 1 - r.End.Sum.LostPercent/100
+		if keep < 0 || keep > 1 {
+			return sample{}, fmt.Errorf("iperf3: lost_percent %v out of range", r.End.Sum.LostPercent)
+		}
+		bytes, bps = r.End.Sum.Bytes*keep, r.End.Sum.BitsPerSecond*keep
+	default:
+		return sample{}, errors.New("iperf3: no summary in the output")
+	}
+	if bytes <= 0 || bps <= 0 {
+		return sample{}, errors.New("iperf3: nothing received")
+	}
+	return sample{value: bps / 1e9, amount: bytes}, nil
+}
+
+type rrResult struct {
+	Transactions int64   `json:"transactions"`
+	Rate         float64 `json:"rate"`
+	Error        string  `json:"error"`
+	Warning      string  `json:"warning"`
+}
+
+func parseRR(b []byte) (sample, error) {
+	var r rrResult
+	if err := json.Unmarshal(b, &r); err != nil {
+		return sample{}, fmt.Errorf("rr: unreadable output (%v): %s", err, lastLine(string(b)))
+	}
+	if r.Error != "" {
+		return sample{}, fmt.Errorf("rr: %s", r.Error)
+	}
+	if r.Transactions <= 0 {
+		return sample{}, errors.New("rr: no transaction completed")
+	}
+	return sample{value: r.Rate, amount: float64(r.Transactions)}, nil
+}
