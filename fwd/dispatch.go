@@ -19,6 +19,9 @@ type packet struct {
 	// Ports, or for ICMP echo the identifier in sport, dport 0.
 	sport, dport uint16
 	flow         int32
+	// csumDone: the transport checksum needs no verification (the link's
+	// virtio-net header said it is partial or already checked).
+	csumDone bool
 }
 
 // ip returns the IP header and everything after it, up to the packet's end.
@@ -34,6 +37,17 @@ func (p *packet) l4data() []byte { return p.frame[p.l4:p.end] }
 func (e *Engine) handleFrames(frames [][]byte) {
 	n := 0
 	for _, fr := range frames {
+		csumDone := false
+		if e.vnet > 0 {
+			if len(fr) < e.vnet {
+				e.drop(DropTruncated)
+				continue
+			}
+			// A partial checksum (the namespace's kernel left it to
+			// the "device") or one it vouches for needs no check.
+			csumDone = header.VirtioNetHdr(fr).Flags()&(header.VirtioNetHdrFNeedsCsum|header.VirtioNetHdrFDataValid) != 0
+			fr = fr[e.vnet:]
+		}
 		e.ctr.framesIn.Add(1)
 		e.ctr.bytesIn.Add(uint64(len(fr)))
 		if e.pcap != nil {
@@ -43,6 +57,7 @@ func (e *Engine) handleFrames(frames [][]byte) {
 		if !e.classify(fr, p) {
 			continue
 		}
+		p.csumDone = csumDone
 		t := e.tr[protoOf(p.proto)]
 		if t == nil {
 			e.drop(DropProtocol)

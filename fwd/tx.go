@@ -18,18 +18,32 @@ const txFrames = 128
 // for a buffer (txBuf/txBufs), write a frame into it in place, and commit
 // its length; recvmmsg fills the buffers' payload area directly, so host
 // data is copied once, by the kernel.
+//
+// With a virtio-net header on the link (Options.VnetHdr), every buffer has
+// that header's room in front of the frame area producers see, filled at
+// flush time from the frame's offload metadata: producers never shift a
+// frame to make room.
 type txQueue struct {
-	bufs [][]byte // txFrames buffers of frameMax bytes
-	out  [][]byte // committed frames: prefixes of bufs[:len(out)]
+	bufs [][]byte                    // txFrames frame areas of frameMax bytes
+	full [][]byte                    // the same buffers with the header room in front
+	meta []header.VirtioNetHdrFields // offload state of each committed frame
+	out  [][]byte                    // committed frames: prefixes of bufs[:len(out)]
+	wire [][]byte                    // what goes to the link: out with headers in front
 }
 
 func (e *Engine) initTx() {
+	stride := e.vnet + e.frameMax
 	e.tx.bufs = make([][]byte, txFrames)
-	backing := make([]byte, txFrames*e.frameMax)
+	e.tx.full = make([][]byte, txFrames)
+	e.tx.meta = make([]header.VirtioNetHdrFields, txFrames)
+	backing := make([]byte, txFrames*stride)
 	for i := range e.tx.bufs {
-		e.tx.bufs[i] = backing[i*e.frameMax : (i+1)*e.frameMax : (i+1)*e.frameMax]
+		b := backing[i*stride : (i+1)*stride : (i+1)*stride]
+		e.tx.full[i] = b
+		e.tx.bufs[i] = b[e.vnet:]
 	}
 	e.tx.out = make([][]byte, 0, txFrames)
+	e.tx.wire = make([][]byte, 0, txFrames)
 }
 
 // txBuf returns the next free buffer (frameMax bytes), flushing first when
@@ -54,9 +68,21 @@ func (e *Engine) txBufs(n int) [][]byte {
 	return e.tx.bufs[len(e.tx.out) : len(e.tx.out)+n]
 }
 
-// txCommit queues the next buffer, holding a frame of n bytes.
+// txDataValid is the offload state of a frame whose checksums are complete:
+// the namespace's kernel may skip verifying them.
+var txDataValid = header.VirtioNetHdrFields{Flags: header.VirtioNetHdrFDataValid}
+
+// txCommit queues the next buffer, holding a complete frame of n bytes.
 func (e *Engine) txCommit(n int) {
+	e.txCommitMeta(n, &txDataValid)
+}
+
+// txCommitMeta queues the next buffer, holding a frame of n bytes whose
+// offload state (a partial checksum, a GSO super-frame) is m. Only with a
+// virtio-net header on the link may m ask for offloads.
+func (e *Engine) txCommitMeta(n int, m *header.VirtioNetHdrFields) {
 	i := len(e.tx.out)
+	e.tx.meta[i] = *m
 	e.tx.out = append(e.tx.out, e.tx.bufs[i][:n])
 }
 
@@ -66,7 +92,9 @@ func (e *Engine) txCommit(n int) {
 // down into queue order (slice headers only, no copy).
 func (e *Engine) txCommitFrom(bs [][]byte, i, w, n int) {
 	if i != w {
+		base := len(e.tx.out) - w // bs[0] is e.tx.bufs[base]
 		bs[w], bs[i] = bs[i], bs[w]
+		e.tx.full[base+w], e.tx.full[base+i] = e.tx.full[base+i], e.tx.full[base+w]
 	}
 	e.txCommit(n)
 }
@@ -85,9 +113,18 @@ func (e *Engine) flush() {
 			e.pcap.frame(e.nowT, f)
 		}
 	}
+	wire := out
+	if e.vnet > 0 {
+		wire = e.tx.wire[:0]
+		for i, f := range out {
+			full := e.tx.full[i][:e.vnet+len(f)]
+			header.VirtioNetHdr(full).Encode(&e.tx.meta[i])
+			wire = append(wire, full)
+		}
+	}
 	sent := 0
-	for sent < len(out) {
-		n, err := e.link.WriteBatch(out[sent:])
+	for sent < len(wire) {
+		n, err := e.link.WriteBatch(wire[sent:])
 		if n > 0 {
 			for _, f := range out[sent : sent+n] {
 				e.ctr.bytesOut.Add(uint64(len(f)))
