@@ -47,10 +47,25 @@ check:
 	$(GO) generate ./...
 	@git diff --exit-code -- man/ || { echo "man/ is stale: run 'go generate ./...' and commit the result"; exit 1; }
 
-## bench: the Go benchmarks of every package (the comparison harness
-## against pasta lands with the offload work, in bench/).
-bench:
-	$(GO) test -run=NONE -bench=. -benchmem ./...
+## bench: the comparison harness (bench/, needs root): builds gopasta,
+## installs iperf3, passt and slirp4netns when missing, then runs every
+## workload through gopasta, pasta, slirp4netns and a plain veth pair inside
+## a throwaway host namespace as uid 65534, 3 runs of 5 s per row (about 25
+## minutes); prints the table, writes bench/results/latest.md and the
+## results section of docs/performance.md. BENCHFLAGS adds options, e.g.
+## BENCHFLAGS='-filter tcp -runs 1'. (The packages' Go micro-benchmarks:
+## go test -run=NONE -bench=. -benchmem ./...)
+BENCHFLAGS ?=
+bench: build
+	bash bench/deps.sh
+	$(GO) run ./bench -gopasta ./$(BIN) -doc docs/performance.md $(BENCHFLAGS)
+
+## bench-quick: the two-minute version: an IPv4 subset, one 3 s run per row;
+## writes bench/results/latest.md only.
+.PHONY: bench-quick
+bench-quick: build
+	bash bench/deps.sh
+	$(GO) run ./bench -quick -gopasta ./$(BIN) $(BENCHFLAGS)
 
 ## fuzz-short: run every FuzzXxx target for $(FUZZTIME) each (seed corpora
 ## already run as part of `make test`).

@@ -79,11 +79,6 @@ func (h *hostNS) cmd(argv ...string) []string {
 	return append(out, argv...)
 }
 
-// rootCmd wraps argv to run in the host namespace as root (set-up only).
-func (h *hostNS) rootCmd(argv ...string) []string {
-	return append([]string{"nsenter", "--net=" + h.path(), "--"}, argv...)
-}
-
 func (h *hostNS) close() {
 	if err := ip("netns", "del", h.name); err != nil {
 		warnf("deleting %s: %v", h.name, err)

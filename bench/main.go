@@ -198,7 +198,8 @@ func runBench(o options) int {
 	report := renderReport(o, cases, res, machineInfo(), versions(o, gopastaBin), elapsed)
 	fmt.Print(report)
 	if o.out != "" {
-		if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err == nil {
+		err := os.MkdirAll(filepath.Dir(o.out), 0o755)
+		if err == nil {
 			err = os.WriteFile(o.out, []byte(report), 0o644)
 		}
 		if err != nil {

@@ -43,11 +43,9 @@ func main() {
 	flag.Parse()
 
 	if *server {
-		if err := serve(*listen); err != nil {
-			fmt.Fprintln(os.Stderr, "rr:", err)
-			os.Exit(1)
-		}
-		return
+		err := serve(*listen) // returns only on failure
+		fmt.Fprintln(os.Stderr, "rr:", err)
+		os.Exit(1)
 	}
 	var r Result
 	switch *mode {

@@ -1,0 +1,203 @@
+package main
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+func TestParseStat(t *testing.T) {
+	tests := []struct {
+		name      string
+		in        string
+		wantPPID  int
+		wantTicks int64
+		wantErr   bool
+	}{
+		{"plain", "42 (pasta) S 7 42 42 0 -1 4194560 100 0 0 0 150 25 0 0 20 0 1 0 1 1 1", 7, 175, false},
+		{"name with spaces and parens", "9 (a b) c)) R 1 9 9 0 -1 0 0 0 0 0 3 4 0 0", 1, 7, false},
+		{"truncated", "9 (x) R 1 9", 0, 0, true},
+		{"no paren", "9 x R 1 9 9 0 -1 0 0 0 0 0 3 4", 0, 0, true},
+		{"negative", "9 (x) R 1 9 9 0 -1 0 0 0 0 0 -3 4 0 0", 0, 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ppid, ticks, err := parseStat([]byte(tt.in))
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err = %v, want error %v", err, tt.wantErr)
+			}
+			if ppid != tt.wantPPID || ticks != tt.wantTicks {
+				t.Errorf("got ppid %d ticks %d, want %d %d", ppid, ticks, tt.wantPPID, tt.wantTicks)
+			}
+		})
+	}
+}
+
+func TestParseIperf(t *testing.T) {
+	tests := []struct {
+		name      string
+		in        string
+		udp       bool
+		wantGbit  float64
+		wantBytes float64
+		wantErr   string
+	}{
+		{"tcp", `{"end":{"sum_sent":{"bytes":2e9,"bits_per_second":3.2e9},"sum_received":{"bytes":1e9,"bits_per_second":1.6e9}}}`,
+			false, 1.6, 1e9, ""},
+		{"udp 3.12: sender sum less loss", `{"end":{"sum":{"bytes":1e9,"bits_per_second":2e9,"lost_percent":25}}}`,
+			true, 1.5, 0.75e9, ""},
+		{"udp newer: receiver sum", `{"end":{"sum":{"bytes":1e9,"bits_per_second":2e9,"lost_percent":25},"sum_received":{"bytes":5e8,"bits_per_second":1e9}}}`,
+			true, 1, 5e8, ""},
+		{"error field", `{"error":"unable to connect to server: Connection refused","end":{}}`, false, 0, 0, "Connection refused"},
+		{"nothing received", `{"end":{"sum_received":{"bytes":0,"bits_per_second":0}}}`, false, 0, 0, "nothing received"},
+		{"lost over 100", `{"end":{"sum":{"bytes":1,"bits_per_second":1,"lost_percent":140}}}`, true, 0, 0, "out of range"},
+		{"garbage", `iperf3: error`, false, 0, 0, "unreadable"},
+		{"no summary", `{"end":{}}`, false, 0, 0, "no summary"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := parseIperf([]byte(tt.in), tt.udp)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("got error %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("got error %v, want none", err)
+			}
+			if math.Abs(s.value-tt.wantGbit) > 1e-9 || math.Abs(s.amount-tt.wantBytes) > 1e-3 {
+				t.Errorf("got %v Gbit/s %v bytes, want %v %v", s.value, s.amount, tt.wantGbit, tt.wantBytes)
+			}
+		})
+	}
+}
+
+func TestParseRR(t *testing.T) {
+	tests := []struct {
+		in       string
+		wantRate float64
+		wantErr  bool
+	}{
+		{`{"mode":"rr","transactions":1000,"seconds":2,"rate":500}`, 500, false},
+		{`{"mode":"rr","transactions":10,"seconds":5,"rate":2,"warning":"i/o timeout"}`, 2, false},
+		{`{"mode":"crr","transactions":0,"error":"connection refused"}`, 0, true},
+		{`{"mode":"crr","transactions":0}`, 0, true},
+		{``, 0, true},
+	}
+	for _, tt := range tests {
+		s, err := parseRR([]byte(tt.in))
+		if (err != nil) != tt.wantErr || s.value != tt.wantRate {
+			t.Errorf("parseRR(%s) = %v, %v; want rate %v, error %v", tt.in, s.value, err, tt.wantRate, tt.wantErr)
+		}
+	}
+}
+
+func TestMedian(t *testing.T) {
+	tests := []struct {
+		in   []float64
+		want float64
+		ok   bool
+	}{
+		{nil, 0, false},
+		{[]float64{3}, 3, true},
+		{[]float64{5, 1, 3}, 3, true},
+		{[]float64{4, 1, 3, 2}, 2.5, true},
+	}
+	for _, tt := range tests {
+		got, ok := median(tt.in)
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("median(%v) = %v, %v; want %v, %v", tt.in, got, ok, tt.want, tt.ok)
+		}
+	}
+}
+
+func TestCanonicalOrder(t *testing.T) {
+	got := strings.Join(canonicalOrder([]string{"veth", "bogus", "pasta", " gopasta", "pasta"}), ",")
+	if want := "gopasta,pasta,veth,bogus"; got != want {
+		t.Errorf("got %s, want %s", got, want)
+	}
+}
+
+func TestEndpoints(t *testing.T) {
+	pastaLike := &instance{tool: "pasta", addr4: nsAddr4, addr6: nsAddr6}
+	slirp := &instance{tool: "slirp4netns", addr4: "10.0.2.100", noGW: "no gw", noSplice: "no splice", noIn6: "no v6 in"}
+	veth := &instance{tool: "veth", addr4: nsAddr4, addr6: nsAddr6, kernel: true}
+	tests := []struct {
+		in        *instance
+		c         testCase
+		bind, dst string
+		na        string
+	}{
+		{pastaLike, testCase{kind: "tcp", dir: "out", path: "tap", fam: 4}, hostAddr4, hostAddr4, ""},
+		{pastaLike, testCase{kind: "tcp", dir: "out", path: "gw", fam: 6}, "::1", hostGW6, ""},
+		{pastaLike, testCase{kind: "tcp", dir: "out", path: "splice", fam: 4}, "127.0.0.1", "127.0.0.1", ""},
+		{pastaLike, testCase{kind: "tcp", dir: "in", path: "tap", fam: 6}, nsAddr6, hostAddr6, ""},
+		{pastaLike, testCase{kind: "tcp", dir: "in", path: "splice", fam: 6}, "::1", "::1", ""},
+		{slirp, testCase{kind: "tcp", dir: "in", path: "tap", fam: 4}, "10.0.2.100", hostAddr4, ""},
+		{slirp, testCase{kind: "tcp", dir: "out", path: "gw", fam: 4}, "", "", "no gw"},
+		{slirp, testCase{kind: "tcp", dir: "in", path: "splice", fam: 4}, "", "", "no splice"},
+		{slirp, testCase{kind: "tcp", dir: "in", path: "tap", fam: 6}, "", "", "no v6 in"},
+		{veth, testCase{kind: "tcp", dir: "in", path: "tap", fam: 4}, nsAddr4, nsAddr4, ""},
+		{veth, testCase{kind: "tcp", dir: "out", path: "splice", fam: 4}, hostAddr4, hostAddr4, ""},
+	}
+	for _, tt := range tests {
+		bind, dst, err := endpoints(tt.in, tt.c)
+		if tt.na != "" {
+			if _, ok := err.(errNA); !ok || err.Error() != tt.na {
+				t.Errorf("%s %s: got error %v, want n/a %q", tt.in.tool, tt.c.id(), err, tt.na)
+			}
+			continue
+		}
+		if err != nil || bind != tt.bind || dst != tt.dst {
+			t.Errorf("%s %s: got %q %q %v, want %q %q", tt.in.tool, tt.c.id(), bind, dst, err, tt.bind, tt.dst)
+		}
+	}
+}
+
+func TestRenderReportFootnotes(t *testing.T) {
+	c := testCase{kind: "tcp", dir: "out", path: "tap", fam: 4, mtu: mtuBig}
+	r := newResults([]string{"gopasta", "pasta", "veth"})
+	r.add(c, "pasta", sample{value: 2, amount: 1e9, cpuTicks: 50})
+	r.add(c, "veth", sample{value: 8, amount: 1e9, cpuTicks: -1})
+	r.fail(c, "gopasta", "gopasta: not | supported")
+	out := renderReport(options{runs: 1, secs: 1}, []testCase{c}, r, "m", "v", 0)
+	for _, want := range []string{"n/a [1]", "[1] gopasta: gopasta: not / supported", "| 2.00 |", "| 8.00 |", "0.50"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func FuzzParseIperf(f *testing.F) {
+	f.Add([]byte(`{"end":{"sum_received":{"bytes":1e9,"bits_per_second":1.6e9}}}`), false)
+	f.Add([]byte(`{"end":{"sum":{"bytes":1e9,"bits_per_second":2e9,"lost_percent":25}}}`), true)
+	f.Add([]byte(`{"error":"x"}`), false)
+	f.Fuzz(func(t *testing.T, b []byte, udp bool) {
+		s, err := parseIperf(b, udp)
+		if err == nil && (s.value <= 0 || s.amount <= 0) {
+			t.Fatalf("accepted a non-positive result %+v", s)
+		}
+	})
+}
+
+func FuzzParseStat(f *testing.F) {
+	f.Add([]byte("42 (pasta) S 7 42 42 0 -1 4194560 100 0 0 0 150 25 0 0 20 0"))
+	f.Add([]byte("1 ((x)) R"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		_, ticks, err := parseStat(b)
+		if err == nil && ticks < 0 {
+			t.Fatalf("accepted negative ticks %d", ticks)
+		}
+	})
+}
+
+func FuzzParseRR(f *testing.F) {
+	f.Add([]byte(`{"mode":"rr","transactions":1000,"seconds":2,"rate":500}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s, err := parseRR(b)
+		if err == nil && s.amount <= 0 {
+			t.Fatalf("accepted %+v", s)
+		}
+	})
+}
