@@ -1,0 +1,187 @@
+package main
+
+import (
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func addrs(ss ...string) []netip.Addr {
+	var out []netip.Addr
+	for _, s := range ss {
+		out = append(out, netip.MustParseAddr(s))
+	}
+	return out
+}
+
+func TestParseResolvConf(t *testing.T) {
+	tests := []struct {
+		name        string
+		in          string
+		wantServers []netip.Addr
+		wantSearch  []string
+	}{
+		{"empty", "", nil, nil},
+		{"servers in order", "nameserver 192.0.2.53\nnameserver 2001:db8::53\nnameserver 127.0.0.53\n",
+			addrs("192.0.2.53", "2001:db8::53", "127.0.0.53"), nil},
+		{"search", "search a.example b.example\nnameserver 192.0.2.1", addrs("192.0.2.1"), []string{"a.example", "b.example"}},
+		{"last of search and domain wins", "search a.example\ndomain b.example\n", nil, []string{"b.example"}},
+		{"domain then search", "domain b.example\nsearch c.example d.example\n", nil, []string{"c.example", "d.example"}},
+		{"comments", "# nameserver 192.0.2.9\n; nameserver 192.0.2.8\nnameserver 192.0.2.7 # trailing\n", addrs("192.0.2.7"), nil},
+		{"malformed addresses skipped", "nameserver not-an-ip\nnameserver 192.0.2.300\nnameserver\nnameserver 192.0.2.6\n", addrs("192.0.2.6"), nil},
+		{"zoned server skipped", "nameserver fe80::1%eth0\nnameserver fe80::2\n", addrs("fe80::2"), nil},
+		{"mapped v4 unmapped", "nameserver ::ffff:192.0.2.5\n", addrs("192.0.2.5"), nil},
+		{"other options ignored", "options edns0 ndots:2\nsortlist 192.0.2.0/24\nnameserver 192.0.2.4\n", addrs("192.0.2.4"), nil},
+		{"whitespace", "  nameserver\t192.0.2.3  \r\n", addrs("192.0.2.3"), nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rc := parseResolvConf(strings.NewReader(tc.in))
+			if !slices.Equal(rc.Servers, tc.wantServers) {
+				t.Errorf("servers: got %v, want %v", rc.Servers, tc.wantServers)
+			}
+			if !slices.Equal(rc.Search, tc.wantSearch) {
+				t.Errorf("search: got %q, want %q", rc.Search, tc.wantSearch)
+			}
+		})
+	}
+}
+
+func TestReadResolvConf(t *testing.T) {
+	if rc := readResolvConf(filepath.Join(t.TempDir(), "missing")); rc.Servers != nil || rc.Search != nil {
+		t.Errorf("missing file: got %+v, want an empty configuration", rc)
+	}
+	p := filepath.Join(t.TempDir(), "resolv.conf")
+	if err := os.WriteFile(p, []byte("nameserver 192.0.2.53\nsearch example.test\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rc := readResolvConf(p)
+	if !slices.Equal(rc.Servers, addrs("192.0.2.53")) || !slices.Equal(rc.Search, []string{"example.test"}) {
+		t.Errorf("readResolvConf: got %+v, want server 192.0.2.53 and search example.test", rc)
+	}
+}
+
+func FuzzParseResolvConf(f *testing.F) {
+	f.Add("nameserver 192.0.2.1\nsearch a b\n")
+	f.Add("domain x\nnameserver fe80::1%eth0\n# c\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		rc := parseResolvConf(strings.NewReader(s))
+		for _, a := range rc.Servers {
+			if !a.IsValid() || a.Zone() != "" || a.Is4In6() {
+				t.Errorf("server %v: want valid, zoneless, unmapped addresses only", a)
+			}
+		}
+	})
+}
+
+// TestPlanDNS follows pasta: what the namespace is told, and which
+// namespace-side address's port 53 goes to which host resolver.
+func TestPlanDNS(t *testing.T) {
+	gw4, gw6 := netip.MustParseAddr("192.0.2.254"), netip.MustParseAddr("fe80::1")
+	type in struct {
+		dns        []netip.Addr
+		noDNS      bool
+		search     []string
+		noSearch   bool
+		fwd4, fwd6 netip.Addr
+		host4      netip.Addr
+		host6      netip.Addr
+		mapLo4     netip.Addr
+		mapLo6     netip.Addr
+		rc         resolvConf
+	}
+	tests := []struct {
+		name string
+		in   in
+		want dnsPlan
+	}{
+		{
+			name: "host resolvers handed out as they are",
+			in: in{mapLo4: gw4, mapLo6: gw6, rc: resolvConf{
+				Servers: addrs("198.51.100.53", "2001:db8::53"), Search: []string{"example.test"}}},
+			want: dnsPlan{DNS4: addrs("198.51.100.53"), DNS6: addrs("2001:db8::53"), Search: []string{"example.test"}},
+		},
+		{
+			name: "loopback resolver reached through the gateway",
+			in:   in{mapLo4: gw4, mapLo6: gw6, rc: resolvConf{Servers: addrs("127.0.0.53", "::1")}},
+			want: dnsPlan{DNS4: []netip.Addr{gw4}, DNS6: []netip.Addr{gw6},
+				Forward4: gw4, ForwardTo4: netip.MustParseAddr("127.0.0.53"),
+				Forward6: gw6, ForwardTo6: netip.IPv6Loopback()},
+		},
+		{
+			name: "loopback resolver without loopback mapping is unreachable",
+			in:   in{rc: resolvConf{Servers: addrs("127.0.0.53", "198.51.100.53")}},
+			want: dnsPlan{DNS4: addrs("198.51.100.53")},
+		},
+		{
+			name: "dns-forward goes to the first resolver",
+			in: in{fwd4: netip.MustParseAddr("169.254.1.1"), mapLo4: gw4,
+				rc: resolvConf{Servers: addrs("127.0.0.1", "198.51.100.53")}},
+			want: dnsPlan{DNS4: addrs("169.254.1.1", "198.51.100.53"),
+				Forward4: netip.MustParseAddr("169.254.1.1"), ForwardTo4: netip.MustParseAddr("127.0.0.1")},
+		},
+		{
+			name: "dns-forward to dns-host",
+			in: in{fwd4: netip.MustParseAddr("10.0.2.3"), host4: netip.MustParseAddr("198.51.100.9"),
+				rc: resolvConf{Servers: addrs("198.51.100.53")}},
+			want: dnsPlan{DNS4: addrs("10.0.2.3", "198.51.100.53"),
+				Forward4: netip.MustParseAddr("10.0.2.3"), ForwardTo4: netip.MustParseAddr("198.51.100.9")},
+		},
+		{
+			name: "dns-forward IPv6",
+			in: in{fwd6: netip.MustParseAddr("2001:db8::3"), mapLo6: gw6,
+				rc: resolvConf{Servers: addrs("192.0.2.1", "::1")}},
+			want: dnsPlan{DNS4: addrs("192.0.2.1"), DNS6: addrs("2001:db8::3"),
+				Forward6: netip.MustParseAddr("2001:db8::3"), ForwardTo6: netip.IPv6Loopback()},
+		},
+		{
+			name: "explicit -D wins",
+			in: in{dns: addrs("198.51.100.1", "2001:db8::1", "198.51.100.1"), mapLo4: gw4,
+				rc: resolvConf{Servers: addrs("127.0.0.53")}},
+			want: dnsPlan{DNS4: addrs("198.51.100.1"), DNS6: addrs("2001:db8::1")},
+		},
+		{
+			name: "-D none keeps forwarding",
+			in: in{noDNS: true, fwd4: netip.MustParseAddr("10.0.2.3"),
+				rc: resolvConf{Servers: addrs("198.51.100.53"), Search: []string{"x.test"}}},
+			want: dnsPlan{Search: []string{"x.test"},
+				Forward4: netip.MustParseAddr("10.0.2.3"), ForwardTo4: netip.MustParseAddr("198.51.100.53")},
+		},
+		{
+			name: "duplicates handed out once",
+			in:   in{rc: resolvConf{Servers: addrs("198.51.100.53", "198.51.100.53", "2001:db8::53", "2001:db8::53")}},
+			want: dnsPlan{DNS4: addrs("198.51.100.53"), DNS6: addrs("2001:db8::53")},
+		},
+		{
+			name: "explicit search",
+			in:   in{search: []string{"a.test"}, rc: resolvConf{Search: []string{"b.test"}}},
+			want: dnsPlan{Search: []string{"a.test"}},
+		},
+		{
+			name: "search none",
+			in:   in{noSearch: true, rc: resolvConf{Search: []string{"b.test"}}},
+			want: dnsPlan{},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			i := tc.in
+			got := planDNS(i.dns, i.noDNS, i.search, i.noSearch, i.fwd4, i.fwd6, i.host4, i.host6, i.mapLo4, i.mapLo6, i.rc)
+			if !slices.Equal(got.DNS4, tc.want.DNS4) || !slices.Equal(got.DNS6, tc.want.DNS6) {
+				t.Errorf("servers: got %v %v, want %v %v", got.DNS4, got.DNS6, tc.want.DNS4, tc.want.DNS6)
+			}
+			if !slices.Equal(got.Search, tc.want.Search) {
+				t.Errorf("search: got %q, want %q", got.Search, tc.want.Search)
+			}
+			if got.Forward4 != tc.want.Forward4 || got.ForwardTo4 != tc.want.ForwardTo4 {
+				t.Errorf("IPv4 forwarding: got %v -> %v, want %v -> %v", got.Forward4, got.ForwardTo4, tc.want.Forward4, tc.want.ForwardTo4)
+			}
+			if got.Forward6 != tc.want.Forward6 || got.ForwardTo6 != tc.want.ForwardTo6 {
+				t.Errorf("IPv6 forwarding: got %v -> %v, want %v -> %v", got.Forward6, got.ForwardTo6, tc.want.Forward6, tc.want.ForwardTo6)
+			}
+		})
+	}
+}
