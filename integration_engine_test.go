@@ -106,8 +106,9 @@ func listenUDP(t *testing.T, h *nstest.Host, addr string) int {
 }
 
 // TestIntegrationEngineUDP: datagrams of several sizes from the namespace
-// to echo servers on the host's own address (IPv4 and IPv6) and on host
-// loopback reached through the gateway, each checked byte for byte.
+// to echo servers on the host's own address (IPv4 and IPv6; directly, and
+// through --map-guest-addr) and on host loopback reached through the
+// gateway, each checked byte for byte.
 func TestIntegrationEngineUDP(t *testing.T) {
 	for _, u := range nstest.Users() {
 		t.Run(u.Name, func(t *testing.T) {
@@ -135,6 +136,15 @@ func TestIntegrationEngineUDP(t *testing.T) {
 				if !strings.Contains(r.Stdout, "udp "+tg+" ok") {
 					t.Errorf("helper output: got %q, want a line %q", r.Stdout, "udp "+tg+" ok")
 				}
+			}
+
+			// With the host's addresses copied, --map-guest-addr is how
+			// the namespace reaches the host's own address.
+			targets = []string{"192.0.2.9:" + p}
+			r = e.run(t, append([]string{"--config-net", "--map-guest-addr", "192.0.2.9", "--"}, e.helperCmd(append([]string{"udp"}, targets...)...)...)...)
+			mustSucceed(t, "UDP echo through --map-guest-addr", r)
+			if !strings.Contains(r.Stdout, "udp "+targets[0]+" ok") {
+				t.Errorf("helper output: got %q, want a line %q", r.Stdout, "udp "+targets[0]+" ok")
 			}
 		})
 	}
