@@ -68,6 +68,9 @@ func planEngine(cfg *config.Config, p *netPlan, rc resolvConf) engineSetup {
 	}
 	// The address whose traffic goes to host loopback, as the engine's NAT
 	// will derive it: DNS on it may need to reach a loopback resolver.
+	// An explicit --map-host-loopback ADDR wins over --no-map-gw, which
+	// only turns off the default of mapping the gateway (fwd's newNAT
+	// applies the same rule).
 	mapLo4, mapLo6 := o.MapHostLoopback4, o.MapHostLoopback6
 	if !o.NoMapGW {
 		if !mapLo4.IsValid() {
@@ -76,8 +79,6 @@ func planEngine(cfg *config.Config, p *netPlan, rc resolvConf) engineSetup {
 		if !mapLo6.IsValid() {
 			mapLo6 = np.Gateway6
 		}
-	} else {
-		mapLo4, mapLo6 = netip.Addr{}, netip.Addr{}
 	}
 	d := planDNS(cfg.DNS, cfg.NoDNS, cfg.Search, cfg.NoSearch,
 		cfg.DNSForward4, cfg.DNSForward6, cfg.DNSHost4, cfg.DNSHost6, mapLo4, mapLo6, rc)

@@ -259,3 +259,18 @@ func TestPlanEngine(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanEngineExplicitMapWithNoMapGW: --no-map-gw turns off only the
+// gateway default; an explicit --map-host-loopback still maps, and DNS
+// planning sees the same address the NAT will map.
+func TestPlanEngineExplicitMapWithNoMapGW(t *testing.T) {
+	cfg := &config.Config{NoMapGW: true, MapHostLoopback4: netip.MustParseAddr("192.0.2.77"), MTU: -1}
+	p := &netPlan{IPv4: true, Addr4: netip.MustParsePrefix("192.0.2.1/24"), Gateway4: netip.MustParseAddr("192.0.2.254")}
+	es := planEngine(cfg, p, resolvConf{Servers: []netip.Addr{netip.MustParseAddr("127.0.0.53")}})
+	if got, want := es.opts.DNSForward4, netip.MustParseAddr("192.0.2.77"); got != want {
+		t.Errorf("DNS forward: got %v, want %v (the explicit loopback mapping)", got, want)
+	}
+	if got, want := es.opts.DNSHost4, netip.MustParseAddr("127.0.0.53"); got != want {
+		t.Errorf("DNS host: got %v, want %v", got, want)
+	}
+}
