@@ -522,8 +522,9 @@ func (t *tcpTr) pushToNS(e *Engine, idx int32) {
 			iov = append(iov, v)
 		}
 		want := uint32(0)
+		chunk := t.chunk(e, f.v6, mss)
 		for _, b := range bufs {
-			l := min(mss, room-want)
+			l := min(chunk, room-want)
 			v := unix.Iovec{Base: &b[hdr]}
 			v.SetLen(int(l))
 			iov = append(iov, v)
@@ -560,15 +561,16 @@ func (t *tcpTr) pushToNS(e *Engine, idx int32) {
 // and queues them.
 func (t *tcpTr) emit(e *Engine, idx int32, bufs [][]byte, got uint32) {
 	c := t.conn(idx)
-	mss := uint32(c.mss)
+	chunk := t.chunk(e, e.flow(idx).v6, uint32(c.mss))
 	win := t.window(e, idx)
 	for w := 0; got > 0; w++ {
-		l := min(got, mss)
+		l := min(got, chunk)
 		flags := header.TCPFlagACK
 		if l == got {
 			flags |= header.TCPFlagPSH
 		}
-		e.txCommit(t.segmentWin(e, idx, bufs[w], flags, c.seqToNS, int(l), nil, win))
+		n := t.segmentWin(e, idx, bufs[w], flags, c.seqToNS, int(l), nil, win)
+		t.commit(e, idx, n, l)
 		c.seqToNS = c.seqToNS.Add(l)
 		got -= l
 	}
@@ -576,6 +578,46 @@ func (t *tcpTr) emit(e *Engine, idx int32, bufs [][]byte, got uint32) {
 		c.seqMax = c.seqToNS
 	}
 	t.armRTO(e, idx)
+}
+
+// chunk is how much data goes into one frame: one segment, or with a
+// virtio-net header as many whole segments as a 64 KiB GSO frame holds
+// (the namespace's kernel takes such a frame like one GRO built).
+func (t *tcpTr) chunk(e *Engine, v6 bool, mss uint32) uint32 {
+	if e.vnet == 0 {
+		return mss
+	}
+	ipMax := uint32(65535 - header.TCPMinimumSize) // IPv6: payload length
+	if !v6 {
+		ipMax -= header.IPv4MinimumSize // IPv4: total length
+	}
+	return max(ipMax/mss*mss, mss)
+}
+
+// commit queues a segment of n bytes carrying plen bytes of payload. With a
+// virtio-net header its checksum was left partial (segmentWin), and a
+// segment longer than the MSS is a GSO frame for the namespace's kernel.
+func (t *tcpTr) commit(e *Engine, idx int32, n int, plen uint32) {
+	if e.vnet == 0 {
+		e.txCommit(n)
+		return
+	}
+	c := t.conn(idx)
+	v6 := e.flow(idx).v6
+	m := header.VirtioNetHdrFields{
+		Flags:      header.VirtioNetHdrFNeedsCsum,
+		CsumStart:  uint16(l4Offset(v6)),
+		CsumOffset: 16, // the TCP checksum field
+	}
+	if plen > uint32(c.mss) {
+		m.GSOType = header.VirtioNetHdrGSOTCPv4
+		if v6 {
+			m.GSOType = header.VirtioNetHdrGSOTCPv6
+		}
+		m.GSOSize = c.mss
+		m.HdrLen = uint16(l4Offset(v6) + header.TCPMinimumSize)
+	}
+	e.txCommitMeta(n, &m)
 }
 
 // armRTO starts the retransmission timer unless it runs already.
@@ -744,15 +786,13 @@ func (t *tcpTr) sendSynAck(e *Engine, idx int32) {
 		opts[4], opts[5], opts[6], opts[7] = 1, 1, 1, 1
 	}
 	b := e.txBuf()
-	n := t.segment(e, idx, b, header.TCPFlagSYN|header.TCPFlagACK, c.isn, 0, opts[:])
-	e.txCommit(n)
+	t.commit(e, idx, t.segment(e, idx, b, header.TCPFlagSYN|header.TCPFlagACK, c.isn, 0, opts[:]), 0)
 }
 
 // sendFlags queues a segment without payload.
 func (t *tcpTr) sendFlags(e *Engine, idx int32, flags uint8, seq seqnum.Value) {
 	b := e.txBuf()
-	n := t.segment(e, idx, b, flags, seq, 0, nil)
-	e.txCommit(n)
+	t.commit(e, idx, t.segment(e, idx, b, flags, seq, 0, nil), 0)
 }
 
 // segment writes the headers of a segment toward the namespace into b,
@@ -797,7 +837,13 @@ func (t *tcpTr) segmentWin(e *Engine, idx int32, b []byte, flags uint8, seq seqn
 		DataOffset: thLen, Flags: flags, Window: uint16(win),
 	})
 	copy(th[header.TCPMinimumSize:], opts)
-	th.SetChecksum(th.CalculateChecksum(pseudoSum(b, f.v6, header.ProtocolTCP, l4len)))
+	if e.vnet > 0 {
+		// Left partial: the pseudo-header sum in place, which the
+		// namespace's kernel accepts as verified (CHECKSUM_PARTIAL).
+		th.SetChecksum(pseudoSum(b, f.v6, header.ProtocolTCP, l4len))
+	} else {
+		th.SetChecksum(th.CalculateChecksum(pseudoSum(b, f.v6, header.ProtocolTCP, l4len)))
+	}
 	return o + l4len
 }
 
@@ -886,7 +932,7 @@ func (t *tcpTr) sendSyn(e *Engine, idx int32) {
 	opts[2], opts[3] = byte(c.mss>>8), byte(c.mss)
 	opts[4], opts[5], opts[6], opts[7] = 1, 3, 3, tcpWindowScale
 	b := e.txBuf()
-	e.txCommit(t.segment(e, idx, b, header.TCPFlagSYN, c.isn, 0, opts[:]))
+	t.commit(e, idx, t.segment(e, idx, b, header.TCPFlagSYN, c.isn, 0, opts[:]), 0)
 }
 
 // synAck completes a connection we opened toward the namespace.
