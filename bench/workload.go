@@ -32,6 +32,8 @@ func (c testCase) label() string {
 	switch {
 	case c.path == "tap" && c.dir == "out":
 		path = "TAP, to " + hostAddr(c.fam)
+	case c.path == "tap" && c.kind == "udp":
+		path = "TAP, -u from " + hostAddr(c.fam)
 	case c.path == "tap":
 		path = "TAP, -t from " + hostAddr(c.fam)
 	case c.path == "gw":
