@@ -4,6 +4,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseStat(t *testing.T) {
@@ -200,4 +201,57 @@ func FuzzParseRR(f *testing.F) {
 			t.Fatalf("accepted %+v", s)
 		}
 	})
+}
+
+func TestProcLifecycle(t *testing.T) {
+	tests := []struct {
+		name    string
+		argv    []string
+		ready   string
+		wantErr string
+	}{
+		{"ready", []string{"sh", "-c", "echo listening; exec sleep 30"}, "listening", ""},
+		{"exits early", []string{"sh", "-c", "echo boom; exit 3"}, "listening", "exited before it was ready"},
+		{"never ready", []string{"sleep", "30"}, "listening", "not ready within"},
+		{"no binary", []string{"/nonexistent/bench-test"}, "", "no such file"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := start(tt.name, tt.argv, tt.ready, 500*time.Millisecond)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("got error %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("got error %v, want none", err)
+			}
+			if _, err := cpuTicks(p.pid()); err != nil {
+				t.Errorf("cpuTicks of a live process: %v", err)
+			}
+			began := time.Now()
+			p.stop()
+			if !p.exited() {
+				t.Errorf("process still running after stop")
+			}
+			if d := time.Since(began); d > 4*time.Second {
+				t.Errorf("stop took %v, want under 4s (SIGTERM should do)", d)
+			}
+			if _, err := cpuTicks(p.pid()); err == nil {
+				t.Errorf("cpuTicks of a reaped process succeeded, want an error")
+			}
+		})
+	}
+}
+
+func TestRunTimeout(t *testing.T) {
+	began := time.Now()
+	_, err := run(300*time.Millisecond, "sh", "-c", "sleep 30 & sleep 30")
+	if err == nil || !strings.Contains(err.Error(), "timed out") {
+		t.Fatalf("got error %v, want a timeout", err)
+	}
+	if d := time.Since(began); d > 5*time.Second {
+		t.Errorf("run returned after %v, want about 300ms", d)
+	}
 }
