@@ -155,6 +155,8 @@ type Engine struct {
 	sa6                   unix.SockaddrInet6
 	running               atomic.Bool
 	closed                bool
+
+	lst listenTable // forwarded-port listeners (listen.go)
 }
 
 // warnings that must be said once, not once per packet.
@@ -263,6 +265,7 @@ func (e *Engine) Close() error {
 		return nil
 	}
 	e.closed = true
+	e.closeListeners() // listen.go: before epfd closes
 	if e.ft != nil {
 		for len(e.ft.active) > 0 {
 			idx := e.ft.active[len(e.ft.active)-1]

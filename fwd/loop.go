@@ -121,6 +121,10 @@ func (e *Engine) readLink() error {
 }
 
 func (e *Engine) sockEvent(idx int32, gen uint32, events uint32) {
+	if idx <= tagListenBase { // a forwarded port's listener (listen.go)
+		e.listenEvent(idx, gen)
+		return
+	}
 	if idx < 0 || int(idx) >= len(e.ft.flows) {
 		return
 	}

@@ -243,18 +243,23 @@ func (u *udpTr) receive(e *Engine, idx int32) {
 			e.drop(DropTooBig)
 			continue
 		}
-		ln := int(u.recvMsgs[i].n)
-		b := bs[i]
-		l4len := header.UDPMinimumSize + ln
-		o := e.writeHeaders(b, f.v6, header.ProtocolUDP, f.DstAddr, f.NSAddr, l4len)
-		ud := header.UDP(b[o : o+l4len])
-		ud.Encode(f.DstPort, f.NSPort, uint16(l4len))
-		ud.SetChecksum(ud.CalculateChecksum(pseudoSum(b, f.v6, header.ProtocolUDP, l4len)))
-		e.txCommitFrom(bs, i, w, o+l4len)
+		e.txCommitFrom(bs, i, w, e.udpFrame(bs[i], f, int(u.recvMsgs[i].n)))
 		w++
 	}
 	f.Flags |= flagReplied
 	f.Deadline = e.now + udpTimeoutReply
+}
+
+// udpFrame completes b, a transmit buffer holding n payload bytes for flow
+// f at l4Offset+UDPMinimumSize, into a frame toward the namespace, and
+// returns its length.
+func (e *Engine) udpFrame(b []byte, f *Flow, n int) int {
+	l4len := header.UDPMinimumSize + n
+	o := e.writeHeaders(b, f.v6, header.ProtocolUDP, f.DstAddr, f.NSAddr, l4len)
+	ud := header.UDP(b[o : o+l4len])
+	ud.Encode(f.DstPort, f.NSPort, uint16(l4len))
+	ud.SetChecksum(ud.CalculateChecksum(pseudoSum(b, f.v6, header.ProtocolUDP, l4len)))
+	return o + l4len
 }
 
 // drainErrors reads the socket's error queue (IP_RECVERR) and turns each

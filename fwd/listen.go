@@ -1,0 +1,368 @@
+package fwd
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gopasta/gopasta/internal/header"
+)
+
+// Forwarded ports, host to namespace (-t, -u): the engine accepts on host
+// listening sockets and turns each connection (or UDP peer) into a flow
+// toward the namespace, or, for loopback peers when splicing is allowed,
+// hands it to the splice hook, which bridges it to a socket inside the
+// namespace without touching the TAP.
+//
+// The listener table is guarded by a mutex so that the auto-forwarding
+// scanner can add and remove listeners from its own goroutine while the
+// engine runs. The engine takes the lock once per listener event (a few
+// accepts or one recvmmsg batch), never per frame. Removal closes the fd
+// under the lock, and events carry a generation, so the engine never
+// accepts on a closed or reused fd.
+
+// Listener tags in epoll's Fd field: tagListenBase - slot.
+const tagListenBase = -16
+
+const (
+	acceptBatch = 32 // connections accepted per listener event
+)
+
+// Listener is a host socket the engine serves. Fd must be bound and, for
+// TCP, listening; the engine makes it non-blocking and owns it from
+// AddListener on (closing it on error too).
+type Listener struct {
+	Fd  int
+	UDP bool
+	// V6 is the socket's family (AF_INET6, bound IPV6_V6ONLY).
+	V6 bool
+	// Local is the address the socket is bound to (invalid or
+	// unspecified = any); UDP reply sockets bind to it.
+	Local netip.AddrPort
+	// BindIf is the interface the socket is bound to (SO_BINDTODEVICE),
+	// if any; UDP reply sockets bind to it too.
+	BindIf string
+	// ToAddr is the namespace address to forward to; invalid means the
+	// namespace's own address (NetParams Addr4/Addr6) of the socket's
+	// family. ToPort is the namespace port.
+	ToAddr netip.Addr
+	ToPort uint16
+	// Splice: connections from host loopback go to the splice hook
+	// rather than through the TAP.
+	Splice bool
+}
+
+// SpliceConn is a connection or UDP flow handed to the splice hook.
+type SpliceConn struct {
+	// Fd is the accepted TCP socket, or for UDP a socket bound to the
+	// listener's address and connected to Peer. The hook owns it.
+	Fd   int
+	UDP  bool
+	V6   bool
+	Peer netip.AddrPort // the host peer (a loopback address)
+	// ToAddr, ToPort: the listener's target (ToAddr may be invalid).
+	ToAddr netip.Addr
+	ToPort uint16
+	// Data holds the UDP datagrams that arrived on the listener before
+	// the flow had its own socket; send them first.
+	Data [][]byte
+}
+
+// SpliceHook takes a loopback connection. It runs on the engine's thread
+// and must not block: queue the work and return true, or return false to
+// have the engine reset the connection.
+type SpliceHook func(c *SpliceConn) bool
+
+// ErrListenFamily: a listener's target address is not of its family.
+var ErrListenFamily = errors.New("fwd: listener target address family differs from the socket's")
+
+type listener struct {
+	Listener
+	gen    uint32
+	active bool
+}
+
+// listenTable is the engine's listener state (Engine.lst).
+type listenTable struct {
+	mu    sync.Mutex
+	ls    []listener
+	free  []int32
+	hook  SpliceHook
+	shut  bool                // the engine closed: no more listeners
+	rsa   unix.RawSockaddrAny // accept4 peer address scratch
+	rsLen uint32
+
+	// UDP listener batch scratch.
+	msgs  []mmsghdr
+	iov   []unix.Iovec
+	names []unix.RawSockaddrInet6
+	ctl   [][64]byte // IP_PKTINFO / IPV6_PKTINFO
+	peers []netip.AddrPort
+	hand  []SpliceConn
+}
+
+// ListenerID names a listener for RemoveListener.
+type ListenerID struct {
+	slot int32
+	gen  uint32
+}
+
+// SetSpliceHook installs the hook for loopback connections; call it
+// before AddListener. Without a hook every connection takes the TAP path.
+func (e *Engine) SetSpliceHook(h SpliceHook) {
+	e.lst.mu.Lock()
+	e.lst.hook = h
+	e.lst.mu.Unlock()
+}
+
+// AddListener registers l with the engine; safe from any goroutine,
+// before or during Run.
+func (e *Engine) AddListener(l Listener) (ListenerID, error) {
+	if l.ToAddr.IsValid() && l.ToAddr.Unmap().Is6() != l.V6 {
+		unix.Close(l.Fd)
+		return ListenerID{}, ErrListenFamily
+	}
+	if err := unix.SetNonblock(l.Fd, true); err != nil {
+		unix.Close(l.Fd)
+		return ListenerID{}, err
+	}
+	if l.UDP {
+		// Replies must leave from the address each peer sent to.
+		if l.V6 {
+			unix.SetsockoptInt(l.Fd, unix.IPPROTO_IPV6, unix.IPV6_RECVPKTINFO, 1)
+		} else {
+			unix.SetsockoptInt(l.Fd, unix.IPPROTO_IP, unix.IP_PKTINFO, 1)
+		}
+	}
+	t := &e.lst
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.shut {
+		unix.Close(l.Fd)
+		return ListenerID{}, errors.New("fwd: engine closed")
+	}
+	if t.msgs == nil {
+		t.msgs = make([]mmsghdr, udpBatch)
+		t.iov = make([]unix.Iovec, udpBatch)
+		t.names = make([]unix.RawSockaddrInet6, udpBatch)
+		t.ctl = make([][64]byte, udpBatch)
+		t.peers = make([]netip.AddrPort, udpBatch)
+		t.hand = make([]SpliceConn, 0, udpBatch)
+	}
+	var slot int32
+	if n := len(t.free); n > 0 {
+		slot, t.free = t.free[n-1], t.free[:n-1]
+	} else {
+		slot = int32(len(t.ls))
+		t.ls = append(t.ls, listener{})
+	}
+	s := &t.ls[slot]
+	gen := s.gen + 1
+	l.ToAddr = l.ToAddr.Unmap()
+	*s = listener{Listener: l, gen: gen, active: true}
+	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: tagListenBase - slot, Pad: int32(gen)}
+	if err := unix.EpollCtl(e.epfd, unix.EPOLL_CTL_ADD, l.Fd, &ev); err != nil {
+		s.active = false
+		t.free = append(t.free, slot)
+		unix.Close(l.Fd)
+		return ListenerID{}, fmt.Errorf("fwd: epoll_ctl add listener: %w", err)
+	}
+	return ListenerID{slot, gen}, nil
+}
+
+// RemoveListener closes a listener; connections it accepted live on.
+// Safe from any goroutine; removing twice is harmless.
+func (e *Engine) RemoveListener(id ListenerID) {
+	t := &e.lst
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if int(id.slot) >= len(t.ls) {
+		return
+	}
+	s := &t.ls[id.slot]
+	if !s.active || s.gen != id.gen {
+		return
+	}
+	t.closeSlot(e, id.slot)
+}
+
+func (t *listenTable) closeSlot(e *Engine, slot int32) {
+	s := &t.ls[slot]
+	if e.epfd > 0 {
+		unix.EpollCtl(e.epfd, unix.EPOLL_CTL_DEL, s.Fd, nil)
+	}
+	unix.Close(s.Fd)
+	s.active = false
+	t.free = append(t.free, slot)
+}
+
+// closeListeners closes every listener (Engine.Close).
+func (e *Engine) closeListeners() {
+	t := &e.lst
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.shut = true
+	for i := range t.ls {
+		if t.ls[i].active {
+			t.closeSlot(e, int32(i))
+		}
+	}
+}
+
+// ListenerCount is the number of open listeners; safe from any goroutine.
+func (e *Engine) ListenerCount() int {
+	e.lst.mu.Lock()
+	defer e.lst.mu.Unlock()
+	return len(e.lst.ls) - len(e.lst.free)
+}
+
+// listenEvent handles an epoll event of a listener (tag <= tagListenBase).
+func (e *Engine) listenEvent(tag int32, gen uint32) {
+	t := &e.lst
+	slot := tagListenBase - tag
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if int(slot) >= len(t.ls) {
+		return
+	}
+	l := &t.ls[slot]
+	if !l.active || l.gen != gen {
+		return
+	}
+	if l.UDP {
+		e.udpListenerRead(l)
+	} else {
+		e.acceptTCP(l)
+	}
+}
+
+// accept4 accepts one connection without allocating (unix.Accept4 builds a
+// Sockaddr on the heap).
+func (t *listenTable) accept4(fd int) (int, netip.AddrPort, error) {
+	t.rsLen = uint32(unsafe.Sizeof(t.rsa))
+	nfd, _, errno := unix.Syscall6(unix.SYS_ACCEPT4, uintptr(fd),
+		uintptr(unsafe.Pointer(&t.rsa)), uintptr(unsafe.Pointer(&t.rsLen)),
+		unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0, 0)
+	if errno != 0 {
+		return -1, netip.AddrPort{}, errno
+	}
+	return int(nfd), rawToAddrPort(&t.rsa), nil
+}
+
+// rawToAddrPort converts a kernel socket address (IPv4-mapped IPv6
+// addresses unmapped).
+func rawToAddrPort(rsa *unix.RawSockaddrAny) netip.AddrPort {
+	switch rsa.Addr.Family {
+	case unix.AF_INET:
+		sa := (*unix.RawSockaddrInet4)(unsafe.Pointer(rsa))
+		p := (*[2]byte)(unsafe.Pointer(&sa.Port))
+		return netip.AddrPortFrom(netip.AddrFrom4(sa.Addr), uint16(p[0])<<8|uint16(p[1]))
+	case unix.AF_INET6:
+		sa := (*unix.RawSockaddrInet6)(unsafe.Pointer(rsa))
+		p := (*[2]byte)(unsafe.Pointer(&sa.Port))
+		return netip.AddrPortFrom(netip.AddrFrom16(sa.Addr).Unmap(), uint16(p[0])<<8|uint16(p[1]))
+	}
+	return netip.AddrPort{}
+}
+
+// inboundPeer is the address the namespace sees a host peer as: the NAT's
+// answer, else (a loopback source without a host-loopback mapping, or the
+// host's own address the namespace shadows) the gateway, which the
+// namespace can always answer through the TAP.
+func (e *Engine) inboundPeer(src netip.Addr, v6 bool) (netip.Addr, bool) {
+	if a, ok := e.nat.FromHost(src); ok && a.Is6() == v6 {
+		return a, true
+	}
+	if v6 {
+		if e.nat.MapHostLoopback6.IsValid() {
+			return e.nat.MapHostLoopback6, true
+		}
+		return e.p.Gateway6, e.p.Gateway6.IsValid()
+	}
+	if e.nat.MapHostLoopback4.IsValid() {
+		return e.nat.MapHostLoopback4, true
+	}
+	return e.p.Gateway4, e.p.Gateway4.IsValid()
+}
+
+// target is where l forwards to in the namespace.
+func (e *Engine) target(l *listener) (netip.Addr, bool) {
+	if l.ToAddr.IsValid() {
+		return l.ToAddr, !l.ToAddr.IsLoopback()
+	}
+	if l.V6 {
+		return e.p.Addr6, e.p.Addr6.IsValid()
+	}
+	return e.p.Addr4, e.p.Addr4.IsValid()
+}
+
+// canSplice reports whether a connection from src on l goes to the hook.
+func (t *listenTable) canSplice(l *listener, src netip.Addr) bool {
+	return l.Splice && t.hook != nil && src.IsLoopback()
+}
+
+func (e *Engine) acceptTCP(l *listener) {
+	t := &e.lst
+	for range acceptBatch {
+		fd, peer, err := t.accept4(l.Fd)
+		if err != nil {
+			if err != unix.EAGAIN && err != unix.ECONNABORTED && e.debug {
+				e.log.Debug("accept failed", "err", err)
+			}
+			return
+		}
+		if t.canSplice(l, peer.Addr()) {
+			c := SpliceConn{Fd: fd, V6: l.V6, Peer: peer, ToAddr: l.ToAddr, ToPort: l.ToPort}
+			if !t.hook(&c) {
+				e.sys.abort(fd)
+				e.sys.close(fd)
+			}
+			continue
+		}
+		to, ok1 := e.target(l)
+		from, ok2 := e.inboundPeer(peer.Addr(), l.V6)
+		if !ok1 || !ok2 || e.tr[protoTCP] == nil {
+			e.drop(DropDestination)
+			e.sys.abort(fd)
+			e.sys.close(fd)
+			continue
+		}
+		nsSide := netip.AddrPortFrom(to, l.ToPort)
+		nsPeer := netip.AddrPortFrom(from, peer.Port())
+		// Two host peers can map to one namespace peer (127.0.0.1:P and
+		// the host's shadowed address :P both appear as the gateway);
+		// the namespace could not tell them apart, so the second waits
+		// for the first to go, like a port clash.
+		k := flowKey{proto: header.ProtocolTCP, nsPort: l.ToPort, dstPort: peer.Port(), ns: to.As16(), dst: from.As16()}
+		if e.ft.lookup(&k) >= 0 {
+			e.drop(DropTableFull)
+			e.sys.abort(fd)
+			e.sys.close(fd)
+			continue
+		}
+		e.probePeekOff(fd)
+		if err := e.tcpFromHost(fd, nsPeer, nsSide); err != nil && e.debug {
+			e.log.Debug("forwarded connection refused", "peer", peer, "err", err)
+		}
+	}
+}
+
+// probePeekOff works around a tcp.go bug (TestTCPFromHostFirstConnection):
+// tcpFromHost relies on the SO_PEEK_OFF probe connectHost makes on the
+// first namespace-initiated connection; when the first connection comes from
+// the host, no probe has run and host data is never sent. Remove this once
+// tcpFromHost probes itself.
+func (e *Engine) probePeekOff(fd int) {
+	t, ok := e.tr[protoTCP].(*tcpTr)
+	if !ok || t.peekOff || t.scratch != nil {
+		return
+	}
+	t.peekOff = e.sys.setsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PEEK_OFF, 0) == nil
+	if !t.peekOff {
+		t.scratch = make([]byte, tcpMaxWindow)
+	}
+}

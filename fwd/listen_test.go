@@ -1,0 +1,263 @@
+package fwd
+
+import (
+	"bytes"
+	"net"
+	"net/netip"
+	"os"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gopasta/gopasta/internal/header"
+)
+
+// Listener tests: real host sockets in the test's namespace, the namespace
+// played by the test through the fake link.
+
+// listenFd opens a bound socket on 127.0.0.1 (TCP listening) and returns
+// its fd and port.
+func listenFd(t *testing.T, udp bool) (int, uint16) {
+	t.Helper()
+	typ := unix.SOCK_STREAM
+	if udp {
+		typ = unix.SOCK_DGRAM
+	}
+	fd, err := unix.Socket(unix.AF_INET, typ|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatalf("socket: %v", err)
+	}
+	unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatalf("bind: %v", err)
+	}
+	if !udp {
+		if err := unix.Listen(fd, 16); err != nil {
+			t.Fatalf("listen: %v", err)
+		}
+	}
+	sa, _ := unix.Getsockname(fd)
+	return fd, uint16(sa.(*unix.SockaddrInet4).Port)
+}
+
+// tcpSegment builds a segment from the namespace.
+func tcpSegment(src, dst netip.AddrPort, seq, ack uint32, flags uint8, payload []byte) []byte {
+	l4len := header.TCPMinimumSize + len(payload)
+	return ipFrame(src.Addr().Is6(), header.ProtocolTCP, src.Addr(), dst.Addr(), l4len, func(l4 []byte, ps uint16) {
+		th := header.TCP(l4)
+		th.Encode(&header.TCPFields{SrcPort: src.Port(), DstPort: dst.Port(), Seq: seq, Ack: ack,
+			DataOffset: header.TCPMinimumSize, Flags: flags, Window: 65535})
+		copy(l4[header.TCPMinimumSize:], payload)
+		th.SetChecksum(^header.Checksum(l4, ps))
+	})
+}
+
+func isTCP(b []byte) bool {
+	eth := header.Ethernet(b)
+	return eth.IsValid() && eth.Type() == header.EtherTypeIPv4 && header.IPv4(b[14:]).Protocol() == header.ProtocolTCP
+}
+
+func tcpOf(t *testing.T, b []byte) (parsed, header.TCP) {
+	p := parseOut(t, b)
+	return p, header.TCP(p.l4)
+}
+
+// TestListenerTCPToTap: a host connection on a forwarded port becomes a
+// SYN into the namespace from the mapped peer, and once the namespace
+// answers, the bytes the host peer sent arrive as data — including when
+// this is the engine's very first TCP connection (the SO_PEEK_OFF probe).
+func TestListenerTCPToTap(t *testing.T) {
+	e, link := newTestEngine(t, Options{})
+	fd, port := listenFd(t, false)
+	if _, err := e.AddListener(Listener{Fd: fd, ToPort: 80, Local: netip.AddrPortFrom(loop4, port)}); err != nil {
+		t.Fatalf("AddListener: %v", err)
+	}
+	ctx, cancel := testContext(t)
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	c, err := net.DialTimeout("tcp4", netip.AddrPortFrom(loop4, port).String(), 2*time.Second)
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	defer c.Close()
+	c.Write([]byte("hello"))
+
+	syn := link.next(t, 2*time.Second, isTCP)
+	p, th := tcpOf(t, syn)
+	gw := testParams().Gateway4
+	if p.src != gw || p.dst != testParams().Addr4 || th.DstPort() != 80 {
+		t.Fatalf("got SYN %v:%d -> %v:%d, want from %v (host loopback mapped) to %v:80",
+			p.src, th.SrcPort(), p.dst, th.DstPort(), gw, testParams().Addr4)
+	}
+	if th.Flags() != header.TCPFlagSYN {
+		t.Fatalf("got flags %#x, want SYN", th.Flags())
+	}
+	nsSide := netip.AddrPortFrom(p.dst, 80)
+	peer := netip.AddrPortFrom(p.src, th.SrcPort())
+	link.inject(tcpSegment(nsSide, peer, 1000, th.Seq()+1, header.TCPFlagSYN|header.TCPFlagACK, nil))
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		f := link.next(t, time.Until(deadline), isTCP)
+		_, th := tcpOf(t, f)
+		if pl := th.Payload(); len(pl) > 0 {
+			if !bytes.Equal(pl, []byte("hello")) {
+				t.Fatalf("got payload %q, want %q", pl, "hello")
+			}
+			return
+		}
+	}
+	t.Fatalf("got no data segment within 2s, want %q", "hello")
+}
+
+// TestListenerUDPToTap: a datagram on a forwarded UDP port goes to the
+// namespace from the mapped peer, and the namespace's reply reaches the
+// host peer from the port it talked to.
+func TestListenerUDPToTap(t *testing.T) {
+	e, link := newTestEngine(t, Options{})
+	fd, port := listenFd(t, true)
+	if _, err := e.AddListener(Listener{Fd: fd, UDP: true, ToPort: 53, Local: netip.AddrPortFrom(loop4, port)}); err != nil {
+		t.Fatalf("AddListener: %v", err)
+	}
+	ctx, cancel := testContext(t)
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	c, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(loop4, port)))
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	defer c.Close()
+	c.Write([]byte("ping"))
+	isUDP := func(b []byte) bool {
+		eth := header.Ethernet(b)
+		return eth.IsValid() && eth.Type() == header.EtherTypeIPv4 && header.IPv4(b[14:]).Protocol() == header.ProtocolUDP
+	}
+	p := parseOut(t, link.next(t, 2*time.Second, isUDP))
+	if p.src != testParams().Gateway4 || p.dst != testParams().Addr4 || p.dport != 53 {
+		t.Fatalf("got %v:%d -> %v:%d, want from %v to %v:53", p.src, p.sport, p.dst, p.dport, testParams().Gateway4, testParams().Addr4)
+	}
+	if got := header.UDP(p.l4).Payload(); string(got) != "ping" {
+		t.Fatalf("got payload %q, want ping", got)
+	}
+	link.inject(udpFrame(p.dst, p.src, 53, p.sport, []byte("pong")))
+	c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	buf := make([]byte, 100)
+	n, from, err := c.ReadFromUDPAddrPort(buf)
+	if err != nil {
+		t.Fatalf("reading the reply: %v", err)
+	}
+	if string(buf[:n]) != "pong" || from.Port() != port {
+		t.Fatalf("got %q from %v, want pong from port %d", buf[:n], from, port)
+	}
+	// A second datagram takes the flow's own socket.
+	c.Write([]byte("again"))
+	p = parseOut(t, link.next(t, 2*time.Second, isUDP))
+	if got := header.UDP(p.l4).Payload(); string(got) != "again" {
+		t.Fatalf("got payload %q, want again", got)
+	}
+	if got := e.Stats().FlowsUDP; got != 1 {
+		t.Fatalf("got %d UDP flows, want 1", got)
+	}
+}
+
+// TestListenerSpliceHook: loopback peers of a splicing listener go to the
+// hook, never to the link; removal closes the socket.
+func TestListenerSpliceHook(t *testing.T) {
+	e, link := newTestEngine(t, Options{})
+	got := make(chan SpliceConn, 4)
+	e.SetSpliceHook(func(c *SpliceConn) bool { got <- *c; return true })
+	fd, port := listenFd(t, false)
+	id, err := e.AddListener(Listener{Fd: fd, ToPort: 80, Splice: true})
+	if err != nil {
+		t.Fatalf("AddListener: %v", err)
+	}
+	ctx, cancel := testContext(t)
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	c, err := net.DialTimeout("tcp4", netip.AddrPortFrom(loop4, port).String(), 2*time.Second)
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	defer c.Close()
+	select {
+	case sc := <-got:
+		if sc.UDP || sc.ToPort != 80 || !sc.Peer.Addr().IsLoopback() {
+			t.Errorf("got %+v, want a TCP connection from loopback to port 80", sc)
+		}
+		unix.Close(sc.Fd)
+	case <-time.After(2 * time.Second):
+		t.Fatal("got no splice hand-over within 2s")
+	}
+	select {
+	case f := <-link.out:
+		t.Errorf("got a frame on the link (%d bytes), want none for a spliced connection", len(f))
+	default:
+	}
+	if n := e.ListenerCount(); n != 1 {
+		t.Errorf("got %d listeners, want 1", n)
+	}
+	e.RemoveListener(id)
+	e.RemoveListener(id)
+	if n := e.ListenerCount(); n != 0 {
+		t.Errorf("got %d listeners after removal, want 0", n)
+	}
+	if _, err := net.DialTimeout("tcp4", netip.AddrPortFrom(loop4, port).String(), time.Second); err == nil {
+		t.Errorf("dial after removal succeeded, want refused")
+	}
+}
+
+// TestTCPFromHostFirstConnection shows a bug in tcp.go: tcpFromHost sets
+// SO_PEEK_OFF only when an earlier namespace-initiated connection already
+// probed it (connectHost). When the engine's first TCP connection comes from
+// the host, peekOff is false and scratch nil, so pushToNS sees a zero window
+// and never sends the host's data. listen.go works around it (probePeekOff);
+// this test calls tcpFromHost directly and fails until tcp.go probes there
+// too. Run with GOPASTA_TCPBUG=1.
+func TestTCPFromHostFirstConnection(t *testing.T) {
+	if os.Getenv("GOPASTA_TCPBUG") == "" {
+		t.Skip("known tcp.go bug (see comment); GOPASTA_TCPBUG=1 runs it")
+	}
+	e, link := newTestEngine(t, Options{})
+	lfd, port := listenFd(t, false)
+	defer unix.Close(lfd)
+	c, err := net.Dial("tcp4", netip.AddrPortFrom(loop4, port).String())
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	defer c.Close()
+	c.Write([]byte("hello"))
+	fd, _, err := unix.Accept4(lfd, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+	if err != nil {
+		t.Fatalf("accept: %v", err)
+	}
+	peer := netip.AddrPortFrom(testParams().Gateway4, 40000)
+	nsSide := netip.AddrPortFrom(testParams().Addr4, 80)
+	ctx, cancel := testContext(t)
+	done := make(chan error, 1)
+	go func() {
+		runtimeLockedRun := func() error {
+			if err := e.tcpFromHost(fd, peer, nsSide); err != nil {
+				return err
+			}
+			return e.Run(ctx)
+		}
+		done <- runtimeLockedRun()
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	_, th := tcpOf(t, link.next(t, 2*time.Second, isTCP))
+	link.inject(tcpSegment(nsSide, peer, 1000, th.Seq()+1, header.TCPFlagSYN|header.TCPFlagACK, nil))
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		_, th := tcpOf(t, link.next(t, time.Until(deadline), isTCP))
+		if len(th.Payload()) > 0 {
+			return
+		}
+	}
+	t.Fatal("got no data segment: tcpFromHost without a prior SO_PEEK_OFF probe never sends host data")
+}

@@ -1,0 +1,202 @@
+package fwd
+
+import (
+	"net/netip"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gopasta/gopasta/internal/header"
+)
+
+// Host-initiated UDP (-u). A datagram from a new host peer on a forwarded
+// port creates a flow toward the namespace with its own reply socket: bound
+// to the listener's address and port (both SO_REUSEADDR) and connected to
+// the peer, so the kernel delivers the peer's later datagrams to it rather
+// than to the listener, and the namespace's replies leave from the port the
+// peer talked to. From then on the flow is an ordinary UDP flow (udp.go).
+
+// udpListenerRead moves one recvmmsg batch from a UDP listener, received
+// straight into transmit buffers behind room for the headers.
+func (e *Engine) udpListenerRead(l *listener) {
+	t := &e.lst
+	off := l4Offset(l.V6) + header.UDPMinimumSize
+	// Datagrams must fit the namespace's MTU (frameMax may be larger,
+	// for GSO frames): the engine never fragments.
+	maxPay := min(e.frameMax, e.mtu+header.EthernetMinimumSize) - off
+	bs := e.txBufs(udpBatch)
+	for i, b := range bs {
+		t.iov[i].Base = &b[off]
+		t.iov[i].SetLen(maxPay)
+		t.msgs[i].hdr = unix.Msghdr{
+			Name:    (*byte)(unsafe.Pointer(&t.names[i])),
+			Namelen: uint32(unsafe.Sizeof(t.names[i])),
+			Iov:     &t.iov[i], Iovlen: 1,
+			Control: &t.ctl[i][0],
+		}
+		t.msgs[i].hdr.SetControllen(len(t.ctl[i]))
+	}
+	n, err := e.sys.recvmmsg(l.Fd, t.msgs[:len(bs)])
+	if err != nil || n == 0 {
+		return
+	}
+	to, toOK := e.target(l)
+	t.hand = t.hand[:0]
+	w := 0
+	for i := range n {
+		m := &t.msgs[i]
+		if m.hdr.Flags&unix.MSG_TRUNC != 0 {
+			e.drop(DropTooBig)
+			continue
+		}
+		ln := int(m.n)
+		peer := rawToAddrPort((*unix.RawSockaddrAny)(unsafe.Pointer(&t.names[i])))
+		local := netip.AddrPortFrom(pktDst(t.ctl[i][:m.hdr.Controllen], l.Local.Addr()), l.Local.Port())
+		if t.canSplice(l, peer.Addr()) {
+			e.spliceDatagram(l, local, peer, bs[i][off:off+ln])
+			continue
+		}
+		from, ok := e.inboundPeer(peer.Addr(), l.V6)
+		if !toOK || !ok || e.tr[protoUDP] == nil {
+			e.drop(DropDestination)
+			continue
+		}
+		k := flowKey{proto: header.ProtocolUDP, nsPort: l.ToPort, dstPort: peer.Port(), ns: to.As16(), dst: from.As16()}
+		idx := e.ft.lookup(&k)
+		if idx < 0 {
+			idx = e.udpFromHost(l, local, peer, netip.AddrPortFrom(to, l.ToPort), netip.AddrPortFrom(from, peer.Port()))
+			if idx < 0 {
+				continue
+			}
+		} else if e.flow(idx).HostAddr != peer.Addr() {
+			// Another host peer already appears as this namespace
+			// peer (see acceptTCP).
+			e.drop(DropTableFull)
+			continue
+		}
+		f := e.flow(idx)
+		e.txCommitFrom(bs, i, w, e.udpFrame(bs[i], f, ln))
+		w++
+		if f.Flags&flagReplied != 0 {
+			f.Deadline = e.now + udpTimeoutReply
+		} else {
+			f.Deadline = e.now + udpTimeout
+		}
+	}
+	for i := range t.hand {
+		c := &t.hand[i]
+		if !t.hook(c) {
+			e.sys.close(c.Fd)
+		}
+		t.hand[i] = SpliceConn{}
+	}
+	t.hand = t.hand[:0]
+}
+
+// udpFromHost opens the flow of a new host peer on listener l.
+func (e *Engine) udpFromHost(l *listener, local, peer, nsSide, nsPeer netip.AddrPort) int32 {
+	idx := e.newFlowFor(header.ProtocolUDP, protoUDP, nsSide, nsPeer)
+	if idx < 0 {
+		return -1
+	}
+	f := e.flow(idx)
+	f.HostAddr = peer.Addr()
+	fd, err := e.udpReplySocket(l, local, peer)
+	if err == nil {
+		if err = e.sys.watch(fd, idx, f.gen, unix.EPOLLIN); err != nil {
+			e.sys.close(fd)
+		}
+	}
+	if err != nil {
+		e.drop(DropHostSocket)
+		if e.debug {
+			e.log.Debug("udp: no reply socket", "peer", peer, "err", err)
+		}
+		e.closeFlow(idx)
+		return -1
+	}
+	f.Fd = fd
+	return idx
+}
+
+// udpReplySocket opens a socket bound to local (the address the peer sent
+// to, on l's port) and connected to peer. The address matters when l is
+// bound to any: left to routing, a reply to a peer on another local
+// address would leave from that address, and the peer's connected socket
+// would refuse it.
+func (e *Engine) udpReplySocket(l *listener, local, peer netip.AddrPort) (int, error) {
+	domain := unix.AF_INET
+	if l.V6 {
+		domain = unix.AF_INET6
+	}
+	fd, err := e.sys.socket(domain, unix.SOCK_DGRAM, 0)
+	if err != nil {
+		return -1, err
+	}
+	e.sys.setsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
+	if l.V6 {
+		e.sys.setsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1)
+		e.sys.setsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_RECVERR, 1)
+	} else {
+		e.sys.setsockoptInt(fd, unix.IPPROTO_IP, unix.IP_RECVERR, 1)
+	}
+	la := local.Addr()
+	if la.IsUnspecified() {
+		la = netip.Addr{}
+	}
+	if l.BindIf != "" {
+		e.sys.bindToDevice(fd, l.BindIf)
+	}
+	if err = e.sys.bind(fd, e.sockaddr(la, local.Port(), l.V6)); err == nil {
+		err = e.sys.connect(fd, e.sockaddr(peer.Addr(), peer.Port(), l.V6))
+	}
+	if err != nil {
+		e.sys.close(fd)
+		return -1, err
+	}
+	return fd, nil
+}
+
+// spliceDatagram queues a loopback datagram for the splice hook: the first
+// of a peer in this batch gets a reply socket, later ones join its data.
+// The copies allocate, once per datagram that arrives before the flow has
+// its own socket; the flow's traffic afterwards never passes here.
+func (e *Engine) spliceDatagram(l *listener, local, peer netip.AddrPort, data []byte) {
+	t := &e.lst
+	cp := append([]byte(nil), data...)
+	for i := range t.hand {
+		if t.hand[i].Peer == peer {
+			t.hand[i].Data = append(t.hand[i].Data, cp)
+			return
+		}
+	}
+	fd, err := e.udpReplySocket(l, local, peer)
+	if err != nil {
+		e.drop(DropHostSocket)
+		return
+	}
+	t.hand = append(t.hand, SpliceConn{Fd: fd, UDP: true, V6: l.V6, Peer: peer,
+		ToAddr: l.ToAddr, ToPort: l.ToPort, Data: [][]byte{cp}})
+}
+
+// pktDst returns the destination address of a datagram from its
+// IP_PKTINFO / IPV6_PKTINFO control message, or def.
+func pktDst(ctl []byte, def netip.Addr) netip.Addr {
+	for len(ctl) >= unix.SizeofCmsghdr {
+		h := (*unix.Cmsghdr)(unsafe.Pointer(&ctl[0]))
+		if h.Len < unix.SizeofCmsghdr || int(h.Len) > len(ctl) {
+			break
+		}
+		data := ctl[unix.SizeofCmsghdr:h.Len]
+		switch {
+		case h.Level == unix.IPPROTO_IP && h.Type == unix.IP_PKTINFO && len(data) >= unix.SizeofInet4Pktinfo:
+			return netip.AddrFrom4([4]byte(data[8:12]))
+		case h.Level == unix.IPPROTO_IPV6 && h.Type == unix.IPV6_PKTINFO && len(data) >= unix.SizeofInet6Pktinfo:
+			return netip.AddrFrom16([16]byte(data[0:16])).Unmap()
+		}
+		ctl = ctl[cmsgAlign(int(h.Len)):]
+	}
+	return def
+}
+
+func cmsgAlign(n int) int { return (n + 7) &^ 7 }
