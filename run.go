@@ -105,17 +105,15 @@ func run(cfg *config.Config) (int, error) {
 	defer th.Close()
 
 	var dev *tap.Device
-	var dl *dataLink // the TAP, with vhost-net on it per --vhost (vhost.go)
 	err = th.Do(func() error {
 		if err := ns.LoopbackUp(); err != nil {
 			return fmt.Errorf("bringing up lo in the namespace: %w", err)
 		}
-		l, err := openDataLink(cfg, tap.Config{Name: plan.Ifname, MAC: plan.MAC}, log)
+		d, err := tap.Open(tap.Config{Name: plan.Ifname, MAC: plan.MAC, NAPI: cfg.TapNAPI})
 		if err != nil {
 			return err
 		}
-		dl, dev = l, l.tap
-		d := dev
+		dev = d
 		if !cfg.ConfigNet {
 			return nil
 		}
@@ -130,17 +128,16 @@ func run(cfg *config.Config) (int, error) {
 	if err != nil {
 		return fail(err)
 	}
-	defer dl.Close() // vhost device, then TAP: after the engine (deferred later)
+	defer dev.Close()
 	summarize(log, cfg, tmpl, plan, dev.Name())
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	es := planEngine(cfg, plan, readResolvConf("/etc/resolv.conf"))
-	eng, engineDone, closePcap, err := startEngine(ctx, cfg, dl.link(), es, log)
+	eng, engineDone, closePcap, err := startEngine(ctx, cfg, dev, es, log)
 	if err != nil {
 		return fail(err)
 	}
-	dl.startStats(ctx, cfg.Stats) // vhost counters next to the engine's (--stats)
 	// Stop the engine before the TAP closes (deferred earlier, so later).
 	defer func() {
 		cancel()
