@@ -48,6 +48,8 @@ const (
 	tcpDupAcks     = 3
 	tcpSegBatch    = txFrames // segments per peek
 	tcpOptsSYN     = 8        // MSS (4) + NOP + window scale (3)
+	tcpWndPollMin  = 10 * int64(1e6)
+	tcpWndPollMax  = int64(1e9)
 )
 
 // Connection states. Beyond these, flags record the FIN exchange both ways.
@@ -66,6 +68,7 @@ const (
 	tcpAckPending                    // an ACK must go to the namespace at the end of frames()
 	tcpDupPending                    // an out-of-order segment: send the ACK now, as a dup ACK
 	tcpHostHup                       // the host socket reported EPOLLRDHUP: its peer sent FIN
+	tcpFinSent                       // seqMax-1 is our FIN (kept across rewinds, unlike tcpFinToNS)
 )
 
 // tcpConn is the per-flow TCP state, indexed like the flow table.
@@ -84,6 +87,7 @@ type tcpConn struct {
 	wndFromNS        uint32       // the namespace's receive window, in bytes
 	wndToNS          uint32       // the window we last offered
 	rtoAt, rto, idle int64
+	wndAt, wndPoll   int64 // next check of a closed window, and its interval
 }
 
 // tcpTr is the TCP translator.
@@ -223,6 +227,24 @@ func (t *tcpTr) segmentSize(e *Engine, v6 bool, mss uint16) uint16 {
 	return min(mss, limit)
 }
 
+// usePeekOff enables SO_PEEK_OFF on fd. The first socket, whichever side
+// opened it, probes for it: SO_PEEK_OFF on TCP needs Linux 6.10; before
+// that, peeks start at the head every time (scratch takes what is in
+// flight).
+func (t *tcpTr) usePeekOff(e *Engine, fd int) error {
+	if !t.peekOff && t.scratch == nil {
+		t.peekOff = e.sys.setsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PEEK_OFF, 0) == nil
+		if !t.peekOff {
+			t.scratch = make([]byte, tcpMaxWindow)
+		}
+		return nil
+	}
+	if t.peekOff {
+		return e.sys.setsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PEEK_OFF, 0)
+	}
+	return nil
+}
+
 // connectHost opens the flow's host socket and starts connecting it.
 func (t *tcpTr) connectHost(e *Engine, idx int32) (fd int, err error) {
 	f := e.flow(idx)
@@ -240,17 +262,8 @@ func (t *tcpTr) connectHost(e *Engine, idx int32) (fd int, err error) {
 			fd = -1
 		}
 	}()
-	if !t.peekOff && t.scratch == nil {
-		// Probe once, on the first socket: SO_PEEK_OFF on TCP needs
-		// Linux 6.10; before that, peeks start at the head every time.
-		t.peekOff = e.sys.setsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PEEK_OFF, 0) == nil
-		if !t.peekOff {
-			t.scratch = make([]byte, tcpMaxWindow)
-		}
-	} else if t.peekOff {
-		if err = e.sys.setsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PEEK_OFF, 0); err != nil {
-			return fd, err
-		}
+	if err = t.usePeekOff(e, fd); err != nil {
+		return fd, err
 	}
 	// The namespace's stack already coalesces small writes (Nagle);
 	// delaying them again here would only add latency.
@@ -348,11 +361,10 @@ func (t *tcpTr) frames(e *Engine, idx int32, pkts []*packet) {
 			c.flags |= tcpDupPending
 			continue
 		default:
-			// Old news (a retransmission, a FIN we passed on already):
-			// re-ACK in case our ACK was what got lost.
-			if len(pay) > 0 || fin {
-				c.flags |= tcpAckPending
-			}
+			// Old news (a retransmission, a FIN we passed on already, a
+			// zero-window or keepalive probe): re-ACK, in case our ACK
+			// was what got lost and so the prober learns our window.
+			c.flags |= tcpAckPending
 			continue
 		}
 		if len(pay) > 0 {
@@ -431,9 +443,11 @@ func (t *tcpTr) ack(e *Engine, idx int32, th header.TCP) bool {
 	switch {
 	case c.seqAckedByNS.LessThan(a) && a.LessThanEq(c.seqMax):
 		acked := c.seqAckedByNS.Size(a)
-		if c.flags&tcpFinToNS != 0 && a == c.seqMax {
-			acked-- // the FIN's sequence number has no byte behind it
-			c.flags |= tcpFinAcked
+		if c.flags&tcpFinSent != 0 && a == c.seqMax {
+			// The FIN's sequence number has no byte behind it. A rewind
+			// may have cleared tcpFinToNS: the FIN still arrived.
+			acked--
+			c.flags |= tcpFinToNS | tcpFinAcked
 		}
 		if acked > 0 {
 			if _, err := e.sys.discard(e.flow(idx).Fd, int(acked)); err != nil {
@@ -639,7 +653,7 @@ func (t *tcpTr) hostEOF(e *Engine, idx int32) {
 	if c.seqMax.LessThan(c.seqToNS) {
 		c.seqMax = c.seqToNS
 	}
-	c.flags |= tcpFinToNS
+	c.flags |= tcpFinToNS | tcpFinSent
 	t.armRTO(e, idx)
 }
 
@@ -707,6 +721,21 @@ func (t *tcpTr) timer(e *Engine, idx int32) {
 	case e.now >= c.idle:
 		t.reset(e, idx)
 		return
+	case c.wndAt != 0 && e.now >= c.wndAt:
+		c.wndAt = 0
+		if c.flags&tcpWndClosed != 0 {
+			if t.window(e, idx) > c.wndToNS {
+				c.flags &^= tcpWndClosed
+				c.wndPoll = 0
+				t.sendAck(e, idx) // polls on if still short
+			} else {
+				t.armWndPoll(e, idx)
+			}
+		}
+		if c.rtoAt != 0 && e.now >= c.rtoAt {
+			t.timer(e, idx)
+			return
+		}
 	case c.rtoAt != 0 && e.now >= c.rtoAt:
 		c.retries++
 		if c.retries > tcpMaxRetries {
@@ -728,12 +757,33 @@ func (t *tcpTr) timer(e *Engine, idx int32) {
 	t.setDeadline(e, idx)
 }
 
+// armWndPoll schedules a check of a window we offered below one segment.
+// EPOLLOUT reopens it only when a send found the buffer full (the kernel
+// wakes writers only then); when the buffer merely ran low, nothing else
+// would tell us that space came back, and both sides would wait forever.
+func (t *tcpTr) armWndPoll(e *Engine, idx int32) {
+	c := t.conn(idx)
+	if c.wndAt != 0 || c.state == tcpConnecting {
+		return
+	}
+	c.wndPoll = min(max(c.wndPoll*2, tcpWndPollMin), tcpWndPollMax)
+	c.wndAt = e.now + c.wndPoll
+	e.wakeAt(c.wndAt)
+	t.setDeadline(e, idx)
+}
+
 // setDeadline points the engine's timer at the flow's nearest event.
 func (t *tcpTr) setDeadline(e *Engine, idx int32) {
 	c := t.conn(idx)
+	if c.state == tcpConnecting {
+		return // open() set the SYN timeout; a repeated SYN must not move it
+	}
 	d := c.idle
 	if c.rtoAt != 0 && c.rtoAt < d {
 		d = c.rtoAt
+	}
+	if c.wndAt != 0 && c.wndAt < d {
+		d = c.wndAt
 	}
 	e.flow(idx).Deadline = d
 }
@@ -824,6 +874,7 @@ func (t *tcpTr) segmentWin(e *Engine, idx int32, b []byte, flags uint8, seq seqn
 		c.wndToNS = win
 		if win < uint32(c.mss) {
 			c.flags |= tcpWndClosed
+			t.armWndPoll(e, idx)
 		}
 	}
 	if flags&header.TCPFlagSYN != 0 || c.wsFromNS == 255 {
@@ -904,8 +955,10 @@ func (e *Engine) tcpFromHost(fd int, peer, to netip.AddrPort) error {
 	f.Fd = fd
 	f.HostAddr = peer.Addr()
 	e.sys.setsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
-	if t.peekOff {
-		e.sys.setsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PEEK_OFF, 0)
+	if err := t.usePeekOff(e, fd); err != nil {
+		e.sys.abort(fd)
+		e.closeFlow(idx)
+		return err
 	}
 	if err := e.sys.watch(fd, idx, f.gen, unix.EPOLLIN|unix.EPOLLOUT|unix.EPOLLRDHUP|unix.EPOLLET); err != nil {
 		e.sys.abort(fd)
