@@ -105,15 +105,17 @@ func run(cfg *config.Config) (int, error) {
 	defer th.Close()
 
 	var dev *tap.Device
+	var dl *dataLink // the TAP, with vhost-net on it per --vhost (vhost.go)
 	err = th.Do(func() error {
 		if err := ns.LoopbackUp(); err != nil {
 			return fmt.Errorf("bringing up lo in the namespace: %w", err)
 		}
-		d, err := tap.Open(tap.Config{Name: plan.Ifname, MAC: plan.MAC, NAPI: cfg.TapNAPI})
+		l, err := openDataLink(cfg, tap.Config{Name: plan.Ifname, MAC: plan.MAC}, log)
 		if err != nil {
 			return err
 		}
-		dev = d
+		dl, dev = l, l.tap
+		d := dev
 		if !cfg.ConfigNet {
 			return nil
 		}
@@ -128,16 +130,17 @@ func run(cfg *config.Config) (int, error) {
 	if err != nil {
 		return fail(err)
 	}
-	defer dev.Close()
+	defer dl.Close() // vhost device, then TAP: after the engine (deferred later)
 	summarize(log, cfg, tmpl, plan, dev.Name())
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	es := planEngine(cfg, plan, readResolvConf("/etc/resolv.conf"))
-	eng, engineDone, closePcap, err := startEngine(ctx, cfg, dev, es, log)
+	eng, engineDone, closePcap, err := startEngine(ctx, cfg, dl.link(), es, log)
 	if err != nil {
 		return fail(err)
 	}
+	dl.startStats(ctx, cfg.Stats) // vhost counters next to the engine's (--stats)
 	// Stop the engine before the TAP closes (deferred earlier, so later).
 	defer func() {
 		cancel()

@@ -3,8 +3,9 @@
 # (vhost-net) inside throwaway QEMU guests. One entry point for make and CI.
 #
 # Usage: internal/vmtest/run-vm-tests.sh [PACKAGE...]
-#   Packages are Go package paths relative to the repository root; default:
-#   $VMTEST_PACKAGES, else the list below. Each package's tests are built as
+#   Packages are Go package paths relative to the repository root, each
+#   optionally followed by @REGEXP, its default -test.run (VMTEST_RUN wins);
+#   default: $VMTEST_PACKAGES, else the list below. Each package's tests are built as
 #   one static binary (CGO_ENABLED=0 GOARCH=amd64 go test -c) and run as root
 #   in its own guest with -test.v; inside, VMTEST_GUEST=1 and /dev/vhost-net
 #   and /dev/net/tun are mode 0666.
@@ -21,7 +22,9 @@
 # Env:
 #   VMTEST_CACHE     cache dir (default: <repo>/.cache/vmtest, git-ignored)
 #   VMTEST_PACKAGES  space-separated packages (default: see packages below)
-#   VMTEST_RUN       passed as -test.run to every binary (default: all tests)
+#   VMTEST_RUN       passed as -test.run to every binary (default: all tests,
+#                    or the package's @REGEXP)
+#   VMTEST_GUEST_ENV space-separated KEY=VALUE pairs for the binaries' environment
 #   VMTEST_TIMEOUT   seconds per guest before it is killed (default 240)
 #   plus run.sh's VMTEST_ACCEL, VMTEST_MEM, VMTEST_SMP, VMTEST_LOG
 set -euo pipefail
@@ -31,9 +34,10 @@ repo=$(cd "$here/../.." && pwd)
 export VMTEST_CACHE=${VMTEST_CACHE:-$repo/.cache/vmtest}
 export VMTEST_TIMEOUT=${VMTEST_TIMEOUT:-240}
 
-# Packages with tests that only run in the guest. Extend here (for example
-# with "." once the root package has --vhost end-to-end tests).
-packages=(./vhostkern)
+# Packages with tests that only run in the guest. The root package holds
+# gopasta's other integration tests too (they need tools the guest lacks):
+# only its vhost tests run here.
+packages=(./vhostkern '.@^TestVhost')
 if [ $# -gt 0 ]; then
 	packages=("$@")
 elif [ -n "${VMTEST_PACKAGES:-}" ]; then
@@ -75,7 +79,16 @@ fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/vmtest-bins.XXXXXX")
 trap 'rm -rf "$work" ${aptlog:+"$aptlog"}' EXIT
 bins=()
-for pkg in "${packages[@]}"; do
+runs=()
+for i in "${!packages[@]}"; do
+	pkg=${packages[$i]}
+	run=
+	if [[ $pkg == *@* ]]; then
+		run=${pkg#*@}
+		pkg=${pkg%%@*}
+		packages[i]=$pkg
+	fi
+	runs+=("${VMTEST_RUN:-$run}")
 	name=$(echo "${pkg#./}" | tr '/.' '__')
 	[ -n "$name" ] && [ "$name" != _ ] || name=root
 	log "building $pkg"
@@ -85,13 +98,16 @@ done
 
 # (4) one guest per package.
 args=(-test.v -test.count=1 "-test.timeout=$((VMTEST_TIMEOUT - 30))s")
-[ -n "${VMTEST_RUN:-}" ] && args+=("-test.run=$VMTEST_RUN")
+envargs=()
+for e in ${VMTEST_GUEST_ENV:-}; do envargs+=(-e "$e"); done
 failed=()
 for i in "${!packages[@]}"; do
 	pkg=${packages[$i]}
 	log "running $pkg in a guest"
 	start=$SECONDS
-	if "$here/run.sh" "${bins[$i]}" "${args[@]}"; then
+	pargs=("${args[@]}")
+	[ -n "${runs[$i]}" ] && pargs+=("-test.run=${runs[$i]}")
+	if "$here/run.sh" ${envargs[@]+"${envargs[@]}"} "${bins[$i]}" "${pargs[@]}"; then
 		log "PASS $pkg ($((SECONDS - start)) s)"
 	else
 		rc=$?

@@ -1,0 +1,206 @@
+package main
+
+// --vhost and --tap-napi: how the engine's link to the namespace is built.
+// Plain TAP I/O is one read(2)/write(2) per frame on gopasta's thread; with
+// vhost-net the kernel's worker thread moves frames between the TAP and
+// rings shared with us (package vhostkern), and we only touch memory and,
+// rarely, an eventfd.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/gopasta/gopasta/fwd"
+	"github.com/gopasta/gopasta/internal/config"
+	"github.com/gopasta/gopasta/tap"
+	"github.com/gopasta/gopasta/vhostkern"
+	"golang.org/x/sys/unix"
+)
+
+// vhostRXEnv selects where vhost-mode RX comes from: "queue" (the vhost RX
+// virtqueue, the default) or "read" (readv(2) on the TAP, vhost for TX
+// only). It exists for the benchmark that chose the default
+// (docs/vhost.md), not as a user-facing option.
+const vhostRXEnv = "GOPASTA_VHOST_RX"
+
+// dataLink is the TAP and, when vhost-net carries its frames, the vhost
+// device on top of it.
+type dataLink struct {
+	tap *tap.Device
+	vh  *vhostkern.Device // nil: plain TAP I/O
+	log *slog.Logger
+	// statsAtExit logs the vhost counters on Close (--stats or --debug).
+	statsAtExit bool
+}
+
+// VhostError is the start-up failure of --vhost=on: the device is missing
+// or does not work here. Unwrap gives vhostkern's error, which wraps
+// vhostkern.ErrNotSupported when the kernel or permissions are the cause.
+type VhostError struct {
+	Err error
+}
+
+func (e *VhostError) Error() string {
+	return fmt.Sprintf("--vhost=on: cannot use /dev/vhost-net: %v", e.Err)
+}
+
+func (e *VhostError) Unwrap() error { return e.Err }
+
+// openDataLink opens the namespace's TAP as tc describes (name, MAC) and,
+// as cfg.Vhost says, puts vhost-net on it. It runs on the namespace thread,
+// because the TAP must be created in the namespace; /dev/vhost-net is a
+// plain device node and does not care where it is opened.
+func openDataLink(cfg *config.Config, tc tap.Config, log *slog.Logger) (*dataLink, error) {
+	tc.NAPI = cfg.TapNAPI
+	dl := &dataLink{log: log, statsAtExit: cfg.Stats > 0 || cfg.Debug}
+	if cfg.Vhost == config.VhostOff {
+		var err error
+		dl.tap, err = openTap(tc, log)
+		return dl, err
+	}
+	// Probe first: without it a missing device would cost a TAP opened
+	// with a virtio-net header that plain I/O cannot use.
+	err := vhostkern.Probe()
+	if err == nil {
+		var tapErr bool
+		if dl.tap, dl.vh, tapErr, err = openVhostTap(tc, log); err == nil {
+			return dl, nil
+		} else if tapErr {
+			return nil, err // plain TAP I/O would fail the same way
+		}
+	}
+	if cfg.Vhost == config.VhostOn {
+		return nil, &VhostError{Err: err}
+	}
+	log.Info(fmt.Sprintf("vhost-net unavailable (%v): using plain TAP I/O", err))
+	dl.tap, err = openTap(tc, log)
+	return dl, err
+}
+
+// openVhostTap opens the TAP with the 12-byte virtio-net header vhost-net
+// speaks and attaches a vhost device to it. On failure nothing stays open,
+// and tapErr says whether it was the TAP that failed rather than vhost-net.
+func openVhostTap(tc tap.Config, log *slog.Logger) (_ *tap.Device, _ *vhostkern.Device, tapErr bool, _ error) {
+	tc.VnetHdr, tc.VnetHdrSize = true, vhostkern.VnetHdrLen
+	t, err := openTap(tc, log)
+	if err != nil {
+		return nil, nil, true, err
+	}
+	vc := vhostkern.Config{TapFd: t.Fd()}
+	switch rx := os.Getenv(vhostRXEnv); rx {
+	case "", "queue":
+	case "read":
+		vc.RXFromTap = true
+	default:
+		t.Close()
+		return nil, nil, false, fmt.Errorf("%s=%q: want queue or read", vhostRXEnv, rx)
+	}
+	vh, err := vhostkern.Open(vc)
+	if err != nil {
+		t.Close()
+		return nil, nil, false, err
+	}
+	rx := "vhost RX queue"
+	if vc.RXFromTap {
+		rx = "read(2) on the TAP"
+	}
+	log.Info("vhost-net: TAP data path offloaded to the kernel",
+		"features", vhostkern.FeatureString(vh.Features()), "rx", rx)
+	return t, vh, false, nil
+}
+
+// openTap is tap.Open that treats IFF_NAPI as a wish: a kernel before 4.15
+// rejects the flag (EINVAL), and then the TAP opens without it.
+func openTap(tc tap.Config, log *slog.Logger) (*tap.Device, error) {
+	t, err := tap.Open(tc)
+	if err == nil || !tc.NAPI || !errors.Is(err, unix.EINVAL) {
+		return t, err
+	}
+	tc.NAPI = false
+	t, err2 := tap.Open(tc)
+	if err2 != nil {
+		return nil, err
+	}
+	log.Warn("--tap-napi: the kernel refused IFF_NAPI, TAP opened without it", "err", err)
+	return t, nil
+}
+
+// link is what the engine reads and writes.
+func (dl *dataLink) link() fwd.Link {
+	if dl.vh != nil {
+		return dl.vh
+	}
+	return dl.tap
+}
+
+// Close releases the vhost device, then the TAP: the kernel must stop using
+// the TAP as a backend before the TAP goes. The engine must have stopped.
+func (dl *dataLink) Close() error {
+	if dl == nil {
+		return nil
+	}
+	var errs []error
+	if dl.vh != nil {
+		if dl.statsAtExit {
+			dl.logVhostStats("vhost stats at exit")
+		}
+		errs = append(errs, dl.vh.Close())
+		dl.vh = nil
+	}
+	if dl.tap != nil {
+		errs = append(errs, dl.tap.Close())
+		dl.tap = nil
+	}
+	return errors.Join(errs...)
+}
+
+// startStats logs the vhost counters every interval (--stats), next to the
+// engine's own line (wire.go's logStats). Nothing to do without vhost.
+func (dl *dataLink) startStats(ctx context.Context, every time.Duration) {
+	if dl.vh == nil || every <= 0 {
+		return
+	}
+	go func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				dl.logVhostStats("vhost stats")
+			}
+		}
+	}()
+}
+
+func (dl *dataLink) logVhostStats(msg string) {
+	s := dl.vh.Stats()
+	dl.log.Info(msg, vhostStatAttrs(s)...)
+}
+
+// vhostStatAttrs renders the counters with the figure that matters:
+// notifications (our kicks plus the kernel's calls) per frame, each way.
+// "rx" is what the namespace sent, "tx" what we delivered into it.
+func vhostStatAttrs(s vhostkern.Stats) []any {
+	return []any{
+		"rx_frames", s.RxFrames, "rx_kicks", s.RxKicks, "rx_calls", s.RxCalls,
+		"rx_notify_per_frame", perFrame(s.RxKicks+s.RxCalls, s.RxFrames),
+		"tx_frames", s.TxFrames, "tx_kicks", s.TxKicks, "tx_calls", s.TxCalls,
+		"tx_notify_per_frame", perFrame(s.TxKicks+s.TxCalls, s.TxFrames),
+		"rx_dropped", s.RxDropped, "tx_full", s.TxFull,
+		"rx_polled", s.RxPolled, "rx_rearmed", s.RxRearmed,
+	}
+}
+
+// perFrame is n/frames with three decimals, "-" before the first frame.
+func perFrame(n, frames uint64) string {
+	if frames == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.3f", float64(n)/float64(frames))
+}
