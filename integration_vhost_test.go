@@ -71,7 +71,7 @@ func init() {
 
 // vhHost is the "host" side: this process, in its isolated namespace.
 type vhHost struct {
-	tap  *tap.Device // template interface; held open so it has carrier
+	tap  *tap.Device  // template interface; held open so it has carrier
 	tcp  net.Listener // vhStreamServer
 	udp  net.PacketConn
 	sink net.PacketConn // counts what it receives, answers nothing
