@@ -323,6 +323,12 @@ func (e *Engine) newFlow(p *packet, proto uint8) int32 {
 func (e *Engine) newFlowFor(ipProto uint8, proto uint8, nsSide, peer netip.AddrPort) int32 {
 	k := flowKey{proto: ipProto, nsPort: nsSide.Port(), dstPort: peer.Port(),
 		ns: nsSide.Addr().As16(), dst: peer.Addr().As16()}
+	if e.ft.lookup(&k) >= 0 {
+		// Two host connections the NAT shows the namespace as the same
+		// four-tuple: the namespace could not tell them apart.
+		e.drop(DropHostSocket)
+		return -1
+	}
 	idx := e.ft.alloc(&k, proto)
 	if idx < 0 {
 		e.drop(DropTableFull)

@@ -69,6 +69,7 @@ const (
 	tcpDupPending                    // an out-of-order segment: send the ACK now, as a dup ACK
 	tcpHostHup                       // the host socket reported EPOLLRDHUP: its peer sent FIN
 	tcpFinSent                       // seqMax-1 is our FIN (kept across rewinds, unlike tcpFinToNS)
+	tcpRecovering                    // after a rewind, until the namespace ACKs up to recover
 )
 
 // tcpConn is the per-flow TCP state, indexed like the flow table.
@@ -88,6 +89,9 @@ type tcpConn struct {
 	wndToNS          uint32       // the window we last offered
 	rtoAt, rto, idle int64
 	wndAt, wndPoll   int64 // next check of a closed window, and its interval
+	// recover is seqMax when we last rewound (RFC 6582's recovery point):
+	// duplicate ACKs below it are echoes of that loss, not a new one.
+	recover seqnum.Value
 }
 
 // tcpTr is the TCP translator.
@@ -343,6 +347,12 @@ func (t *tcpTr) frames(e *Engine, idx int32, pkts []*packet) {
 			continue // nothing but SYNs before our SYN-ACK
 		}
 		if fl&header.TCPFlagACK != 0 {
+			if c.state == tcpSynAckSent && th.Ack() != uint32(c.isn.Add(1)) {
+				// Not an answer to our SYN-ACK: refuse it, and its
+				// payload with it (RFC 9293 3.10.7.4).
+				t.resetSeg(e, idx, seqnum.Value(th.Ack()))
+				continue
+			}
 			if !t.ack(e, idx, th) {
 				return // closed
 			}
@@ -462,6 +472,9 @@ func (t *tcpTr) ack(e *Engine, idx int32, th header.TCP) bool {
 			c.seqToNS = a
 		}
 		c.seqAckedByNS = a
+		if c.flags&tcpRecovering != 0 && c.recover.LessThanEq(a) {
+			c.flags &^= tcpRecovering
+		}
 		c.dupAcks, c.retries, c.rto = 0, 0, tcpRTOInitial
 		c.rtoAt = 0
 		if c.seqAckedByNS != c.seqToNS {
@@ -470,6 +483,11 @@ func (t *tcpTr) ack(e *Engine, idx int32, th header.TCP) bool {
 		t.pushToNS(e, idx)
 	case a == c.seqAckedByNS && c.seqAckedByNS != c.seqToNS &&
 		len(th.Payload()) == 0 && th.Flags()&header.TCPFlagFIN == 0 && c.wndFromNS == oldWnd:
+		if c.flags&tcpRecovering != 0 {
+			// The resent data makes the namespace's stack ACK again
+			// for every segment it already had: one loss, one rewind.
+			break
+		}
 		c.dupAcks++
 		if c.dupAcks == tcpDupAcks {
 			t.rewind(e, idx)
@@ -498,6 +516,8 @@ func (t *tcpTr) rewind(e *Engine, idx int32) {
 	}
 	c.seqToNS = c.seqAckedByNS
 	c.flags &^= tcpFinToNS | tcpFinAcked
+	c.flags |= tcpRecovering
+	c.recover = c.seqMax
 	c.dupAcks = 0
 	e.ctr.retransmits.Add(1)
 	t.pushToNS(e, idx)
@@ -522,6 +542,11 @@ func (t *tcpTr) pushToNS(e *Engine, idx int32) {
 			wnd = min(wnd, uint32(len(t.scratch)))
 		}
 		if inflight >= wnd {
+			if c.wndFromNS == 0 && inflight == 0 {
+				// A zero window: if the namespace's update is lost,
+				// only our probe gets it to say its window again.
+				t.armRTO(e, idx)
+			}
 			return // the namespace's ACK resumes us
 		}
 		room := wnd - inflight
@@ -565,8 +590,11 @@ func (t *tcpTr) pushToNS(e *Engine, idx int32) {
 		}
 		got := uint32(n - skip)
 		t.emit(e, idx, bufs, got)
-		if got < want {
-			return // drained; the next edge brings more
+		if got < want && c.flags&tcpHostHup == 0 {
+			// Drained; the next edge brings more. After a hang-up,
+			// go round once more: the peek that finds the end sends
+			// our FIN now rather than after the namespace's ACK.
+			return
 		}
 	}
 }
@@ -736,6 +764,16 @@ func (t *tcpTr) timer(e *Engine, idx int32) {
 			t.timer(e, idx)
 			return
 		}
+	case c.rtoAt != 0 && e.now >= c.rtoAt && c.state == tcpEstablished &&
+		c.wndFromNS == 0 && c.seqAckedByNS == c.seqToNS:
+		// Persist: a segment one byte behind makes the namespace's
+		// stack answer with its current window (RFC 9293 3.8.6.1). A
+		// receiver that keeps its window shut is not a failure, so
+		// this does not count toward giving up.
+		t.sendFlags(e, idx, header.TCPFlagACK, c.seqToNS-1)
+		c.rto = min(c.rto*2, tcpRTOMax)
+		c.rtoAt = e.now + c.rto
+		e.wakeAt(c.rtoAt)
 	case c.rtoAt != 0 && e.now >= c.rtoAt:
 		c.retries++
 		if c.retries > tcpMaxRetries {
@@ -931,6 +969,7 @@ func (t *tcpTr) resetFor(e *Engine, p *packet, th header.TCP) {
 var (
 	ErrTCPDisabled = errors.New("fwd: TCP is disabled")
 	ErrTableFull   = errors.New("fwd: flow table full")
+	ErrFlowExists  = errors.New("fwd: the namespace would see this connection as one it already has")
 )
 
 // tcpFromHost starts a connection into the namespace for fd, a connected
@@ -949,7 +988,10 @@ func (e *Engine) tcpFromHost(fd int, peer, to netip.AddrPort) error {
 	if idx < 0 {
 		e.sys.abort(fd)
 		e.sys.close(fd)
-		return ErrTableFull
+		if e.FlowCount() >= e.FlowCapacity() {
+			return ErrTableFull
+		}
+		return ErrFlowExists
 	}
 	f := e.flow(idx)
 	f.Fd = fd

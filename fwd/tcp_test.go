@@ -910,6 +910,15 @@ func TestTCPToNS(t *testing.T) {
 			if h.e.Stats().Retransmits != rx+1 {
 				t.Errorf("Retransmits %d, want %d", h.e.Stats().Retransmits, rx+1)
 			}
+			// The resent segments make the namespace ACK again for
+			// each one it already had: echoes of the same loss, which
+			// must not rewind again (RFC 6582's recovery point).
+			for range 6 {
+				c.send(header.TCPFlagACK, nil)
+			}
+			if h.e.Stats().Retransmits != rx+1 {
+				t.Errorf("after 6 more duplicate ACKs in recovery: Retransmits %d, want %d", h.e.Stats().Retransmits, rx+1)
+			}
 			h.seg = nil
 
 			// Timeout: again from 3000.
@@ -1015,9 +1024,10 @@ func TestTCPFinAfterRewind(t *testing.T) {
 	if fin.seq != c.ack+5 {
 		t.Fatalf("FIN at %d, want %d", fin.seq-c.irs, c.ack+5-c.irs)
 	}
+	h.advance(300 * time.Millisecond) // no ACK yet: rewind and resend (the FIN too)
 	h.seg = nil
-	h.advance(300 * time.Millisecond) // no ACK yet: rewind and resend
-	// The original data and FIN did arrive: ACK all of it.
+	// The original data and FIN did arrive: ACK all of it. From here on,
+	// no FIN may go out again.
 	c.ack = fin.seq + 1
 	c.send(header.TCPFlagACK, nil)
 	c.send(header.TCPFlagACK|header.TCPFlagFIN, nil)
@@ -1305,5 +1315,81 @@ func TestTCPProbesAnswered(t *testing.T) {
 	a := h.take("ACK of a probe", c.mine)
 	if a.ack != c.seq || len(a.payload) != 0 {
 		t.Errorf("answer to a probe %v, want ACK %d", a, c.seq)
+	}
+}
+
+// TestTCPZeroWindowProbe: with the namespace's window shut and its update
+// lost, the retransmission timer sends a probe one byte behind, which a
+// real stack answers with its window; the probe does not count as a retry.
+func TestTCPZeroWindowProbe(t *testing.T) {
+	h := newTCPHarness(t, testParams(), Options{})
+	c, hc := established(t, h, tcpFamilies[0], 40041, 1460, 7)
+	c.wnd = 0
+	c.send(header.TCPFlagACK, nil)
+	hc.Write([]byte("waiting"))
+	h.cycle(50)
+	h.none("data into a zero window", func(s *tcpSeg) bool { return c.mine(s) && len(s.payload) > 0 })
+	for i := range 3 {
+		h.seg = nil
+		h.advance(time.Duration(300<<i) * time.Millisecond)
+		p := h.take("window probe", func(s *tcpSeg) bool { return c.mine(s) && len(s.payload) == 0 })
+		if p.seq != c.ack-1 {
+			t.Fatalf("probe at seq %d, want %d (one behind)", p.seq-c.irs, c.ack-1-c.irs)
+		}
+	}
+	if h.e.FlowCount() != 1 {
+		t.Fatal("flow closed while only the window was shut")
+	}
+	c.wnd = 65535
+	c.send(header.TCPFlagACK, nil)
+	if got := c.recv(7); string(got) != "waiting" {
+		t.Errorf("after the window opened the namespace got %q, want %q", got, "waiting")
+	}
+}
+
+// TestTCPBadHandshakeACK: an ACK that does not answer our SYN-ACK is
+// refused with a reset, and its payload does not reach the host.
+func TestTCPBadHandshakeACK(t *testing.T) {
+	h := newTCPHarness(t, testParams(), Options{})
+	fam := tcpFamilies[0]
+	srv := listenTCP(t, fam.listen)
+	c := h.nsConn(fam.ns, fam.gw, 40051, srv.port)
+	c.syn(1460, 7)
+	sa := h.take("SYN-ACK", func(s *tcpSeg) bool { return c.mine(s) })
+	bad := sa.seq + 1000
+	h.send(c.frame(header.TCPFlagACK, c.seq, bad, []byte("smuggled")))
+	rst := h.take("reset", func(s *tcpSeg) bool { return c.mine(s) && s.has(header.TCPFlagRST) })
+	if rst.seq != bad {
+		t.Errorf("reset seq %d, want the bad ACK %d", rst.seq, bad)
+	}
+	hc := srv.accept(t)
+	hc.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	if n, _ := hc.Read(make([]byte, 16)); n != 0 {
+		t.Errorf("host got %d bytes of the refused segment, want 0", n)
+	}
+}
+
+// TestTCPFromHostDuplicateTuple: a second host connection that the NAT
+// would show the namespace as the same four-tuple is refused, and the first
+// flow is left alone.
+func TestTCPFromHostDuplicateTuple(t *testing.T) {
+	fam := tcpFamilies[0]
+	h := newTCPHarness(t, testParams(), Options{})
+	from := netip.AddrPortFrom(fam.gw, 33334)
+	to := netip.AddrPortFrom(fam.ns, 8080)
+	fd1, _, _ := hostPair(t, fam.listen)
+	if err := h.e.tcpFromHost(fd1, from, to); err != nil {
+		t.Fatalf("first tcpFromHost: %v", err)
+	}
+	fd2, peer2, _ := hostPair(t, fam.listen)
+	if err := h.e.tcpFromHost(fd2, from, to); !errors.Is(err, ErrFlowExists) {
+		t.Fatalf("second connection with the same tuple: got %v, want ErrFlowExists", err)
+	}
+	if h.e.FlowCount() != 1 {
+		t.Errorf("FlowCount %d, want 1 (the first flow only)", h.e.FlowCount())
+	}
+	peer2.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if _, err := peer2.Read(make([]byte, 1)); err == nil {
+		t.Error("refused host peer: read succeeded, want reset or EOF")
 	}
 }
