@@ -344,25 +344,8 @@ func (e *Engine) acceptTCP(l *listener) {
 			e.sys.close(fd)
 			continue
 		}
-		e.probePeekOff(fd)
 		if err := e.tcpFromHost(fd, nsPeer, nsSide); err != nil && e.debug {
 			e.log.Debug("forwarded connection refused", "peer", peer, "err", err)
 		}
-	}
-}
-
-// probePeekOff works around a tcp.go bug (TestTCPFromHostFirstConnection):
-// tcpFromHost relies on the SO_PEEK_OFF probe connectHost makes on the
-// first namespace-initiated connection; when the first connection comes from
-// the host, no probe has run and host data is never sent. Remove this once
-// tcpFromHost probes itself.
-func (e *Engine) probePeekOff(fd int) {
-	t, ok := e.tr[protoTCP].(*tcpTr)
-	if !ok || t.peekOff || t.scratch != nil {
-		return
-	}
-	t.peekOff = e.sys.setsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PEEK_OFF, 0) == nil
-	if !t.peekOff {
-		t.scratch = make([]byte, tcpMaxWindow)
 	}
 }

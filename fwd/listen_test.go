@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"net"
 	"net/netip"
-	"os"
 	"testing"
 	"time"
 
@@ -212,17 +211,10 @@ func TestListenerSpliceHook(t *testing.T) {
 	}
 }
 
-// TestTCPFromHostFirstConnection shows a bug in tcp.go: tcpFromHost sets
-// SO_PEEK_OFF only when an earlier namespace-initiated connection already
-// probed it (connectHost). When the engine's first TCP connection comes from
-// the host, peekOff is false and scratch nil, so pushToNS sees a zero window
-// and never sends the host's data. listen.go works around it (probePeekOff);
-// this test calls tcpFromHost directly and fails until tcp.go probes there
-// too. Run with GOPASTA_TCPBUG=1.
+// TestTCPFromHostFirstConnection: the engine's first TCP connection comes
+// from the host (a forwarded port), so nothing probed SO_PEEK_OFF before
+// tcpFromHost: host data must still reach the namespace.
 func TestTCPFromHostFirstConnection(t *testing.T) {
-	if os.Getenv("GOPASTA_TCPBUG") == "" {
-		t.Skip("known tcp.go bug (see comment); GOPASTA_TCPBUG=1 runs it")
-	}
 	e, link := newTestEngine(t, Options{})
 	lfd, port := listenFd(t, false)
 	defer unix.Close(lfd)
