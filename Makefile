@@ -67,6 +67,14 @@ bench-quick: build
 	bash bench/deps.sh
 	$(GO) run ./bench -quick -gopasta ./$(BIN) $(BENCHFLAGS)
 
+## bench-vhost: --vhost=on against --vhost=off (and vhost RX from the queue
+## against read(2)) on the same TCP transfers inside a QEMU guest, MTU 65520
+## and 1500; about a minute per round. Prints medians, ratios and
+## notifications per frame (docs/vhost.md); `bench` may call it.
+.PHONY: bench-vhost
+bench-vhost:
+	bash internal/vmtest/bench-vhost.sh
+
 ## fuzz-short: run every FuzzXxx target for $(FUZZTIME) each (seed corpora
 ## already run as part of `make test`).
 fuzz-short:
