@@ -329,13 +329,15 @@ func loopbackOf(v6 bool) netip.Addr {
 // the rule's loopback target address if it has one, else the namespace's
 // own address over its loopback interface, so services bound to the
 // namespace's loopback only stay private, as pasta; --host-lo-to-ns-lo (or
-// no address yet) makes it the namespace's loopback.
+// no address yet) makes it the namespace's loopback. So does
+// --splice-only: without a TAP the namespace never gets its address, and
+// connecting to it would fail with "network unreachable".
 func (pf *portFwd) nsTarget(v6 bool, toAddr netip.Addr, port uint16) netip.AddrPort {
 	a := loopbackOf(v6)
 	switch {
 	case toAddr.IsValid():
 		a = toAddr
-	case pf.cfg.HostLoToNSLo:
+	case pf.cfg.HostLoToNSLo, pf.cfg.SpliceOnly:
 	case v6 && pf.nsAddr6.IsValid():
 		a = pf.nsAddr6
 	case !v6 && pf.nsAddr4.IsValid():
