@@ -66,6 +66,11 @@ func fwd2Agent(dir string, port int) error {
 			return err
 		}
 		go fwd2AcceptLoop(ln, dir)
+		pc, err := net.ListenPacket("udp", fmt.Sprintf("[::]:%d", port))
+		if err != nil {
+			return err
+		}
+		go fwd2EchoLoop(pc)
 	}
 	if err := fwd2WriteFile(dir, "ready", "ok"); err != nil {
 		return err
@@ -112,6 +117,9 @@ func fwd2WriteFile(dir, name, content string) error {
 //	put|get ADDR:PORT N SEED   a verified transfer (see fwdServe)
 //	udp ADDR:PORT              UDP echoes of 1, 1400 and 9000 bytes
 //	waitput ADDR:PORT MS       retries a small put for up to MS ms; says how long it took
+//	waitrefused ADDR:PORT MS   waits up to MS ms for connections to be refused
+//	streamreset ADDR:PORT ID   starts an 'S' stream, reads a little, resets
+//	expectreset ADDR:PORT N    asks for an 'R' of N bytes; says how the stream ended
 //	links                      the namespace's interface names
 func fwd2Exec(f []string) (string, error) {
 	if len(f) == 0 {
@@ -155,6 +163,35 @@ func fwd2Exec(f []string) (string, error) {
 			return fwd2Put(c, 100, 5)
 		})
 		return strconv.FormatInt(time.Since(start).Milliseconds(), 10), err
+	case "waitrefused":
+		ms, _ := strconv.Atoi(arg(2))
+		start := time.Now()
+		err := nstest.WaitFor(time.Duration(ms)*time.Millisecond, func() error {
+			c, err := net.DialTimeout("tcp", arg(1), time.Second)
+			if err != nil {
+				return nil
+			}
+			c.Close()
+			return errors.New("still accepting connections")
+		})
+		return strconv.FormatInt(time.Since(start).Milliseconds(), 10), err
+	case "streamreset":
+		id, _ := strconv.ParseUint(arg(2), 10, 64)
+		c, err := net.DialTimeout("tcp", arg(1), 3*time.Second)
+		if err != nil {
+			return "", err
+		}
+		defer c.Close()
+		return "", fwd2StreamThenReset(c, id)
+	case "expectreset":
+		n, _ := strconv.ParseUint(arg(2), 10, 64)
+		c, err := net.DialTimeout("tcp", arg(1), 3*time.Second)
+		if err != nil {
+			return "", err
+		}
+		defer c.Close()
+		how, took := fwd2AskReset(c, n)
+		return fmt.Sprintf("%s %d", how, took.Milliseconds()), nil
 	case "links":
 		ifs, err := net.Interfaces()
 		if err != nil {
@@ -167,6 +204,49 @@ func fwd2Exec(f []string) (string, error) {
 		return strings.Join(names, ","), nil
 	}
 	return "", fmt.Errorf("unknown command %q", f[0])
+}
+
+// fwd2StreamThenReset asks c for an endless stream ('S' id), reads 256 KiB
+// of it and resets the connection.
+func fwd2StreamThenReset(c net.Conn, id uint64) error {
+	var hdr [9]byte
+	hdr[0] = 'S'
+	binary.BigEndian.PutUint64(hdr[1:], id)
+	if _, err := c.Write(hdr[:]); err != nil {
+		return err
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.ReadFull(c, make([]byte, 256<<10)); err != nil {
+		return fmt.Errorf("reading the stream: %w", err)
+	}
+	fwd2Reset(c)
+	return nil
+}
+
+// fwd2AskReset asks c's server to send n bytes and reset ('R'), and says
+// how the stream ended (see fwd2ErrClass) and how long that took.
+func fwd2AskReset(c net.Conn, n uint64) (string, time.Duration) {
+	var hdr [9]byte
+	hdr[0] = 'R'
+	binary.BigEndian.PutUint64(hdr[1:], n)
+	start := time.Now()
+	if _, err := c.Write(hdr[:]); err != nil {
+		return fwd2ErrClass(err), time.Since(start)
+	}
+	c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	_, err := io.Copy(io.Discard, c)
+	return fwd2ErrClass(err), time.Since(start)
+}
+
+func fwd2EchoLoop(pc net.PacketConn) {
+	buf := make([]byte, 65536)
+	for {
+		n, from, err := pc.ReadFrom(buf)
+		if err != nil {
+			return
+		}
+		pc.WriteTo(buf[:n], from)
+	}
 }
 
 func fwd2AcceptLoop(ln net.Listener, dir string) {
@@ -395,22 +475,12 @@ func (e *fwdEnv) startAgent(t *testing.T, tcpPort int, args ...string) *fwd2Ctl 
 	return a
 }
 
-// hostServe serves fwd2ServeConn on l (a host listener) until it closes.
-func hostServe(l net.Listener) { go fwd2AcceptLoop(l, "") }
+// hostServe serves fwd2ServeConn on l (a host listener) until it closes;
+// stream reports go to dir.
+func hostServe(l net.Listener, dir string) { go fwd2AcceptLoop(l, dir) }
 
 // hostUDPEcho echoes every datagram on pc until it closes.
-func hostUDPEcho(pc net.PacketConn) {
-	go func() {
-		buf := make([]byte, 65536)
-		for {
-			n, from, err := pc.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			pc.WriteTo(buf[:n], from)
-		}
-	}()
-}
+func hostUDPEcho(pc net.PacketConn) { go fwd2EchoLoop(pc) }
 
 // TestIntegrationForwardToHost: -T and -U: a namespace process reaches a
 // host loopback server through its own 127.0.0.1:P and [::1]:P (TCP 2 KiB
@@ -421,12 +491,13 @@ func TestIntegrationForwardToHost(t *testing.T) {
 		t.Run(u.Name, func(t *testing.T) {
 			e := newFwdEnv(t, u)
 			const p = 18201
+			hostDir := nstest.TempDir(t)
 			for _, a := range []string{"127.0.0.1", "[::1]"} {
 				l, err := e.h.Listen("tcp", fmt.Sprintf("%s:%d", a, p))
 				if err != nil {
 					t.Fatal(err)
 				}
-				hostServe(l)
+				hostServe(l, hostDir)
 				pc, err := e.h.ListenPacket("udp", fmt.Sprintf("%s:%d", a, p))
 				if err != nil {
 					t.Fatal(err)
@@ -447,6 +518,30 @@ func TestIntegrationForwardToHost(t *testing.T) {
 					t.Errorf("-U %s: %v", dst, err)
 				}
 			}
+			// Resets mid-transfer, both ways, on the namespace's side.
+			for i, a := range []string{"127.0.0.1", "[::1]"} {
+				dst := fmt.Sprintf("%s:%d", a, p)
+				if _, err := ag.do(10*time.Second, "streamreset", dst, strconv.Itoa(i)); err != nil {
+					t.Errorf("-T %s: %v", dst, err)
+					continue
+				}
+				reset := time.Now()
+				err := nstest.WaitFor(2*time.Second, func() error {
+					_, err := os.Stat(filepath.Join(hostDir, fmt.Sprintf("stream-%d", i)))
+					return err
+				})
+				if err != nil {
+					t.Errorf("-T %s: the namespace client reset: the host server still streaming %v later, want it to see the reset within 2s", dst, time.Since(reset).Round(time.Millisecond))
+				}
+				got, err := ag.do(10*time.Second, "expectreset", dst, strconv.Itoa(1<<20))
+				how, ms, _ := strings.Cut(got, " ")
+				if took, _ := strconv.Atoi(ms); err != nil || how != "reset" || took > 2000 {
+					t.Errorf("-T %s: the host server reset after 1 MiB: the namespace client saw %q after %s ms (%v); want a reset within 2s", dst, how, ms, err)
+				}
+				if _, err := ag.do(10*time.Second, "put", dst, "2048", "9"); err != nil {
+					t.Errorf("-T %s: a new connection after the resets: %v", dst, err)
+				}
+			}
 			e.proc.Signal(syscall.SIGTERM)
 
 			// -T auto: a host listener opened while gopasta runs.
@@ -458,7 +553,7 @@ func TestIntegrationForwardToHost(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			hostServe(l)
+			hostServe(l, "")
 			opened := time.Now()
 			if _, err := ag.do(10*time.Second, "waitput", fmt.Sprintf("127.0.0.1:%d", q), "5000"); err != nil {
 				t.Fatalf("-T auto: namespace 127.0.0.1:%d: %v", q, err)
@@ -468,6 +563,13 @@ func TestIntegrationForwardToHost(t *testing.T) {
 			}
 			if _, err := ag.do(30*time.Second, "get", fmt.Sprintf("127.0.0.1:%d", q), strconv.Itoa(10<<20), "77"); err != nil {
 				t.Errorf("-T auto: namespace get 10 MiB: %v", err)
+			}
+			l.Close()
+			closed := time.Now()
+			if _, err := ag.do(10*time.Second, "waitrefused", fmt.Sprintf("127.0.0.1:%d", q), "5000"); err != nil {
+				t.Errorf("-T auto: namespace 127.0.0.1:%d after the host listener closed: %v", q, err)
+			} else if d := time.Since(closed); d > 2500*time.Millisecond {
+				t.Errorf("-T auto: the namespace's listener lived %v after the host's closed, want about 2s at most", d)
 			}
 		})
 	}
@@ -588,10 +690,25 @@ func TestIntegrationForwardReset(t *testing.T) {
 		t.Run(u.Name, func(t *testing.T) {
 			e := newFwdEnv(t, u)
 			const p = 18221
-			ag := e.startAgent(t, p, "--config-net", "-t", strconv.Itoa(p), "-u", "none", "-T", "none", "-U", "none")
+			ag := e.startAgent(t, p, "--config-net", "-t", fmt.Sprintf("%d,%d", p, p+1), "-u", "none", "-T", "none", "-U", "none")
 			e.waitServing(t, fwdAP("127.0.0.1", p), 10*time.Second)
 			for i, path := range fwdPathsTo() {
 				dst := fwdAP(path.dst, p)
+				// Nothing listens on p+1 in the namespace: the host
+				// client, already connected to gopasta's listener, gets
+				// a reset rather than a connection that hangs.
+				if c, err := e.dial("tcp", path.local, fwdAP(path.dst, p+1)); err == nil {
+					c.SetReadDeadline(time.Now().Add(3 * time.Second))
+					start := time.Now()
+					_, err := c.Read(make([]byte, 1))
+					c.Close()
+					if got := fwd2ErrClass(err); got != "reset" || time.Since(start) > 2*time.Second {
+						t.Errorf("%s: a forwarded port nobody serves: the host client got %q after %v; want a reset within 2s", path.name, got, time.Since(start).Round(time.Millisecond))
+					}
+				} else if !errors.Is(err, syscall.ECONNREFUSED) && !errors.Is(err, syscall.ECONNRESET) {
+					t.Errorf("%s: a forwarded port nobody serves: got %v, want a reset or refusal", path.name, err)
+				}
+
 				// Host client resets.
 				c, err := e.dial("tcp", path.local, dst)
 				if err != nil {
@@ -766,6 +883,18 @@ func TestIntegrationForwardRootlesskit(t *testing.T) {
 			}
 			if err := e.get(netip.Addr{}, dst, 10<<20, 31); err != nil {
 				t.Errorf("auto: 10 MiB namespace -> host: %v", err)
+			}
+			// --udp-ports=auto: the agent's UDP socket on the same port.
+			err = nstest.WaitFor(3*time.Second, func() error {
+				c, err := e.dial("udp", netip.Addr{}, dst)
+				if err != nil {
+					return err
+				}
+				defer c.Close()
+				return fwd2UDPEcho(c)
+			})
+			if err != nil {
+				t.Errorf("UDP auto: host 127.0.0.1:%d: %v", p, err)
 			}
 
 			sl.Signal(syscall.SIGKILL)
