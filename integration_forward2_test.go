@@ -120,6 +120,7 @@ func fwd2WriteFile(dir, name, content string) error {
 //	waitrefused ADDR:PORT MS   waits up to MS ms for connections to be refused
 //	streamreset ADDR:PORT ID   starts an 'S' stream, reads a little, resets
 //	expectreset ADDR:PORT N    asks for an 'R' of N bytes; says how the stream ended
+//	addrs                      the namespace's global addresses
 //	links                      the namespace's interface names
 func fwd2Exec(f []string) (string, error) {
 	if len(f) == 0 {
@@ -192,6 +193,18 @@ func fwd2Exec(f []string) (string, error) {
 		defer c.Close()
 		how, took := fwd2AskReset(c, n)
 		return fmt.Sprintf("%s %d", how, took.Milliseconds()), nil
+	case "addrs":
+		as, err := net.InterfaceAddrs()
+		if err != nil {
+			return "", err
+		}
+		var out []string
+		for _, a := range as {
+			if n, ok := a.(*net.IPNet); ok && n.IP.IsGlobalUnicast() {
+				out = append(out, n.String())
+			}
+		}
+		return strings.Join(out, " "), nil
 	case "links":
 		ifs, err := net.Interfaces()
 		if err != nil {
@@ -609,7 +622,7 @@ func TestIntegrationForwardNoSplice(t *testing.T) {
 				{"splice", nil, false, false},
 			} {
 				e := *e
-				args := append([]string{"--config-net", "-t", strconv.Itoa(p), "-u", "none", "-T", "none", "-U", "none"}, c.flags...)
+				args := append([]string{"--config-net", "-t", strconv.Itoa(p), "-u", strconv.Itoa(p), "-T", "none", "-U", "none"}, c.flags...)
 				e.startAgent(t, p, args...)
 				for _, f := range []struct{ lo, gw string }{{"127.0.0.1", nstest.HostGW4}, {"::1", nstest.HostGW6}} {
 					dst := fwdAP(f.lo, p)
@@ -621,6 +634,13 @@ func TestIntegrationForwardNoSplice(t *testing.T) {
 					t.Logf("%s: a connection from %s: the namespace saw %s", c.name, f.lo, got)
 					if (got == f.gw) != c.tap {
 						t.Errorf("%s: a connection from %s: the namespace saw it from %q; want the gateway %s: %v", c.name, f.lo, got, f.gw, c.tap)
+					}
+					// IPv6 UDP on the TAP path to a server bound to [::]
+					// is TestIntegrationForwardUDPAnyAddr's.
+					if f.lo == "127.0.0.1" {
+						if err := e.udpEcho(netip.Addr{}, dst); err != nil {
+							t.Errorf("%s: UDP %v: %v", c.name, dst, err)
+						}
 					}
 					if !c.volume {
 						continue
@@ -637,6 +657,26 @@ func TestIntegrationForwardNoSplice(t *testing.T) {
 				e.proc.Signal(syscall.SIGTERM)
 				if _, ok := e.proc.Wait(5 * time.Second); !ok {
 					t.Errorf("%s: gopasta still running 5s after SIGTERM", c.name)
+				}
+			}
+		})
+	}
+}
+
+// TestIntegrationForwardUDPAnyAddr: -u to a namespace server bound to
+// [::] (most servers are): its replies leave from whatever source address
+// the namespace's kernel picks, which must be the address gopasta
+// forwarded to, on every path.
+func TestIntegrationForwardUDPAnyAddr(t *testing.T) {
+	for _, u := range nstest.Users() {
+		t.Run(u.Name, func(t *testing.T) {
+			e := newFwdEnv(t, u)
+			const p = 18261
+			ag := e.startAgent(t, p, "--config-net", "-t", "none", "-u", strconv.Itoa(p), "-T", "none", "-U", "none")
+			for _, path := range fwdPathsTo() {
+				if err := e.udpEcho(path.local, fwdAP(path.dst, p)); err != nil {
+					addrs, _ := ag.do(5*time.Second, "addrs")
+					t.Errorf("%s: UDP echo from a server on [::]: %v (the namespace's global addresses: %s)", path.name, err, addrs)
 				}
 			}
 		})
