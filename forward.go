@@ -442,11 +442,27 @@ func (pf *portFwd) serveSplice(fd int, p listenPlan, nsSide bool) (closer, error
 		pf.wg.Add(1)
 		go func() {
 			defer pf.wg.Done()
+			var backoff time.Duration
 			for {
 				c, err := ln.Accept()
 				if err != nil {
-					return
+					if errors.Is(err, net.ErrClosed) {
+						return
+					}
+					// Out of descriptors or memory: the connection
+					// waits in the backlog. Returning would leave the
+					// port bound but dead for good; retrying at once
+					// would spin.
+					backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+					pf.log.Debug("splice: accept failed, retrying", "port", p.port, "err", err, "in", backoff)
+					select {
+					case <-pf.stop:
+						return
+					case <-time.After(backoff):
+					}
+					continue
 				}
+				backoff = 0
 				cf, err := c.(*net.TCPConn).File()
 				c.Close()
 				if err != nil {
