@@ -319,8 +319,10 @@ func TestVhostNotifications(t *testing.T) {
 	}
 	h := vhSetupHost(t)
 	self, _ := os.Executable()
+	// RX from the vhost queue, where notifications are at stake (RX by
+	// read(2), the default, has none).
 	r := vhGopasta(t, vhUsers[0], []string{"--vhost=on", "--config-net", "--debug"},
-		[]string{self, vhPeerArg, "flood", vhAddr(h.sink.LocalAddr()), "20000", "1000"})
+		[]string{self, vhPeerArg, "flood", vhAddr(h.sink.LocalAddr()), "20000", "1000"}, vhostRXEnv+"=queue")
 	if r.err != nil || !strings.Contains(r.stdout, "flood ok") {
 		t.Fatalf("got %v, want the flood sent", r)
 	}
