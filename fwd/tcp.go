@@ -96,9 +96,13 @@ type tcpConn struct {
 
 // tcpTr is the TCP translator.
 type tcpTr struct {
-	conns   []tcpConn
-	isn     *seqnum.ISNGenerator
-	iov     []unix.Iovec
+	conns []tcpConn
+	isn   *seqnum.ISNGenerator
+	// Two iovec arrays: frames() gathers a batch's payload in sendIov
+	// while the ACKs in that batch can make pushToNS peek into peekIov;
+	// sharing one array sent peeked host data back to the host.
+	sendIov []unix.Iovec
+	peekIov []unix.Iovec
 	peekOff bool   // the kernel supports SO_PEEK_OFF on TCP (Linux 6.10)
 	scratch []byte // without SO_PEEK_OFF: where already-sent bytes are peeked to
 }
@@ -106,9 +110,10 @@ type tcpTr struct {
 func init() {
 	newTCPTranslator = func(e *Engine) translator {
 		return &tcpTr{
-			conns: make([]tcpConn, e.FlowCapacity()),
-			isn:   seqnum.NewISNGenerator(),
-			iov:   make([]unix.Iovec, tcpSegBatch+1),
+			conns:   make([]tcpConn, e.FlowCapacity()),
+			isn:     seqnum.NewISNGenerator(),
+			sendIov: make([]unix.Iovec, rxBatch),
+			peekIov: make([]unix.Iovec, tcpSegBatch+1),
 		}
 	}
 }
@@ -378,13 +383,13 @@ func (t *tcpTr) frames(e *Engine, idx int32, pkts []*packet) {
 			continue
 		}
 		if len(pay) > 0 {
-			if c.flags&tcpFinFromNS != 0 || n == len(t.iov) {
+			if c.flags&tcpFinFromNS != 0 || n == len(t.sendIov) {
 				// Data after a FIN is invalid; a full batch waits
 				// for the retransmission.
 				continue
 			}
-			t.iov[n].Base = &pay[0]
-			t.iov[n].SetLen(len(pay))
+			t.sendIov[n].Base = &pay[0]
+			t.sendIov[n].SetLen(len(pay))
 			n++
 			want = want.Add(uint32(len(pay)))
 		}
@@ -394,7 +399,7 @@ func (t *tcpTr) frames(e *Engine, idx int32, pkts []*packet) {
 	}
 
 	if n > 0 {
-		sent, err := e.sys.sendmsgIov(f.Fd, t.iov[:n])
+		sent, err := e.sys.sendmsgIov(f.Fd, t.sendIov[:n])
 		switch {
 		case err == nil:
 			c.seqFromNS = c.seqFromNS.Add(uint32(sent))
@@ -552,7 +557,7 @@ func (t *tcpTr) pushToNS(e *Engine, idx int32) {
 		room := wnd - inflight
 		nseg := int((room + mss - 1) / mss)
 		bufs := e.txBufs(min(nseg, tcpSegBatch))
-		iov := t.iov[:0]
+		iov := t.peekIov[:0]
 		skip := 0
 		if !t.peekOff && inflight > 0 {
 			skip = int(inflight)

@@ -1393,3 +1393,37 @@ func TestTCPFromHostDuplicateTuple(t *testing.T) {
 		t.Error("refused host peer: read succeeded, want reset or EOF")
 	}
 }
+
+// TestTCPBatchDataWithWindowOpening: in one batch, namespace data and an ACK
+// that opens the window (so host data is peeked toward the namespace in the
+// middle of gathering the batch's payload). The host must get exactly the
+// namespace's bytes and the namespace exactly the host's: the two paths
+// must not share scratch state (they once shared an iovec array, and
+// simultaneous transfers both ways corrupted data).
+func TestTCPBatchDataWithWindowOpening(t *testing.T) {
+	for _, fam := range tcpFamilies {
+		t.Run(fam.name, func(t *testing.T) {
+			h := newTCPHarness(t, testParams(), Options{})
+			c, hc := established(t, h, fam, 40061, 1460, 7)
+			c.wnd = 0
+			c.send(header.TCPFlagACK, nil)
+			if _, err := hc.Write(pattern(0, 3000)); err != nil {
+				t.Fatal(err)
+			}
+			h.cycle(50)
+			h.seg = nil
+			a := c.frame(header.TCPFlagACK|header.TCPFlagPSH, c.seq, c.ack, []byte("namespace-one,"))
+			c.seq += uint32(len("namespace-one,"))
+			c.wnd = 65535
+			b := c.frame(header.TCPFlagACK|header.TCPFlagPSH, c.seq, c.ack, []byte("namespace-two"))
+			c.seq += uint32(len("namespace-two"))
+			h.send(a, b)
+			if got := readN(t, hc, len("namespace-one,namespace-two")); string(got) != "namespace-one,namespace-two" {
+				t.Errorf("host got %q, want %q", got, "namespace-one,namespace-two")
+			}
+			if got := c.recv(3000); !bytes.Equal(got, pattern(0, 3000)) {
+				t.Errorf("namespace got wrong host data")
+			}
+		})
+	}
+}
