@@ -45,7 +45,10 @@ func (e *Engine) handleFrames(frames [][]byte) {
 			}
 			// A partial checksum (the namespace's kernel left it to
 			// the "device") or one it vouches for needs no check.
-			csumDone = header.VirtioNetHdr(fr).Flags()&(header.VirtioNetHdrFNeedsCsum|header.VirtioNetHdrFDataValid) != 0
+			vh := header.VirtioNetHdr(fr)
+			csumDone = vh.Flags()&(header.VirtioNetHdrFNeedsCsum|header.VirtioNetHdrFDataValid) != 0
+			e.rxPartial = vh.Flags()&header.VirtioNetHdrFNeedsCsum != 0
+			e.rxCsumStart, e.rxCsumOffset = int(vh.CsumStart()), int(vh.CsumOffset())
 			fr = fr[e.vnet:]
 		}
 		e.ctr.framesIn.Add(1)
@@ -140,10 +143,34 @@ func (e *Engine) respond(r responder, fr []byte) {
 		e.drop(DropProtocol)
 		return
 	}
+	if e.rxPartial {
+		// The responders check what they parse, checksums included;
+		// complete a partial one first. Only DHCP and DHCPv6 from
+		// ordinary UDP sockets arrive like this, so it costs nothing
+		// on the data path.
+		completeChecksum(fr, e.rxCsumStart, e.rxCsumOffset)
+		e.rxPartial = false
+	}
 	out := e.txBuf()
 	if n := r(e.p, fr, out); n > 0 {
 		e.txCommit(n)
 	}
+}
+
+// completeChecksum finishes a partial transport checksum the way a device
+// would: the one's complement sum from start to the end of the frame, with
+// the pseudo-header sum already in the field, stored at start+offset.
+// Offsets from a hostile namespace are checked, and a bad one leaves the
+// frame alone (the responder's own check then drops it).
+func completeChecksum(fr []byte, start, offset int) {
+	if start < header.EthernetMinimumSize || start+offset+2 > len(fr) || offset < 0 {
+		return
+	}
+	x := ^header.Checksum(fr[start:], 0)
+	if x == 0 {
+		x = 0xffff // UDP's "no checksum" is 0: send the other zero (RFC 768)
+	}
+	fr[start+offset], fr[start+offset+1] = byte(x>>8), byte(x)
 }
 
 func (e *Engine) classify4(fr []byte, p *packet) bool {

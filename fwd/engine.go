@@ -120,9 +120,13 @@ type Engine struct {
 
 	mtu, frameMax int
 	vnet          int // virtio-net header length on the link: 0 or 12
-	ourMAC        [6]byte
-	nsMAC         [6]byte // learnt from the namespace's frames
-	ipID          uint16
+	// The current frame's partial checksum, from its virtio-net header:
+	// responders need it completed (dispatch.go, respond).
+	rxPartial                 bool
+	rxCsumStart, rxCsumOffset int
+	ourMAC                    [6]byte
+	nsMAC                     [6]byte // learnt from the namespace's frames
+	ipID                      uint16
 
 	ft *flowTable
 	tr [numProtos]translator
