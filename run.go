@@ -110,6 +110,9 @@ func run(cfg *config.Config) (int, error) {
 		if err := ns.LoopbackUp(); err != nil {
 			return fmt.Errorf("bringing up lo in the namespace: %w", err)
 		}
+		if cfg.SpliceOnly {
+			return nil // no TAP: loopback forwarding only
+		}
 		l, err := openDataLink(cfg, tap.Config{Name: plan.Ifname, MAC: plan.MAC}, log)
 		if err != nil {
 			return err
@@ -131,22 +134,29 @@ func run(cfg *config.Config) (int, error) {
 		return fail(err)
 	}
 	defer dl.Close() // vhost device, then TAP: after the engine (deferred later)
-	summarize(log, cfg, tmpl, plan, dev.Name())
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	es := planEngine(cfg, plan, readResolvConf("/etc/resolv.conf"))
-	eng, engineDone, closePcap, err := startEngine(ctx, cfg, dl.link(), es, log)
-	if err != nil {
-		return fail(err)
+	var eng *fwd.Engine
+	engineDone := &engineRun{done: make(chan struct{})} // never closes without an engine
+	if cfg.SpliceOnly {
+		log.Info("--splice-only: no namespace interface; loopback ports are forwarded by splicing")
+	} else {
+		summarize(log, cfg, tmpl, plan, dev.Name())
+		var closePcap func()
+		eng, engineDone, closePcap, err = startEngine(ctx, cfg, dl, es, log)
+		if err != nil {
+			return fail(err)
+		}
+		dl.startStats(ctx, cfg.Stats) // vhost counters next to the engine's (--stats)
+		// Stop the engine before the TAP closes (deferred earlier, so later).
+		defer func() {
+			cancel()
+			<-engineDone.done
+			closePcap()
+		}()
 	}
-	dl.startStats(ctx, cfg.Stats) // vhost counters next to the engine's (--stats)
-	// Stop the engine before the TAP closes (deferred earlier, so later).
-	defer func() {
-		cancel()
-		<-engineDone.done
-		closePcap()
-	}()
 
 	// Port forwarding (-t, -u, -T, -U; forward.go): listeners open
 	// before the command starts or the pid file says we are ready.
@@ -220,7 +230,7 @@ func waitChild(child *ns.Child, sigs <-chan os.Signal, run *engineRun, eng *fwd.
 		// sending while we hold the namespace. Give those connections
 		// a moment to finish rather than cutting their tails off.
 		deadline := time.Now().Add(drainTimeout)
-		for eng.Stats().FlowsTCP > 0 && time.Now().Before(deadline) {
+		for eng != nil && eng.Stats().FlowsTCP > 0 && time.Now().Before(deadline) {
 			select {
 			case <-engineDone:
 				return

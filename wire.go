@@ -34,7 +34,7 @@ func planEngine(cfg *config.Config, p *netPlan, rc resolvConf) engineSetup {
 		NoDHCP:   cfg.NoDHCP || !p.IPv4,
 		NoDHCPv6: cfg.NoDHCPv6 || !p.IPv6,
 		NoNDP:    cfg.NoNDP || !p.IPv6,
-		NoRA:     cfg.NoRA || cfg.NoNDP || !p.IPv6,
+		NoRA:     cfg.NoRA || cfg.NoNDP || !p.IPv6 || cfg.ConfigNet,
 		Hostname: cfg.Hostname,
 		FQDN:     cfg.FQDN,
 	}
@@ -108,9 +108,11 @@ func linkLocalFromMAC(mac net.HardwareAddr) netip.Addr {
 
 // startEngine runs the engine on link until ctx ends; the returned channel
 // yields Run's error once it has stopped.
-func startEngine(ctx context.Context, cfg *config.Config, link fwd.Link, es engineSetup, log *slog.Logger) (*fwd.Engine, *engineRun, func(), error) {
+func startEngine(ctx context.Context, cfg *config.Config, dl *dataLink, es engineSetup, log *slog.Logger) (*fwd.Engine, *engineRun, func(), error) {
+	link := dl.link()
 	opts := es.opts
 	opts.Logger = log
+	opts.VnetHdr = dl.vnet && dl.vh == nil
 	closePcap := func() {}
 	if cfg.PcapFile != "" {
 		f, err := os.OpenFile(cfg.PcapFile, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
