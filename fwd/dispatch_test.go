@@ -44,6 +44,41 @@ func FuzzEngineFrame(f *testing.F) {
 	})
 }
 
+// FuzzEngineFrameVnet is FuzzEngineFrame with a virtio-net header on the
+// link, whose fields come from the input too: partial-checksum offsets,
+// GSO types and sizes from a hostile namespace must be survived as well.
+func FuzzEngineFrameVnet(f *testing.F) {
+	vnet := func(flags, gso uint8, start, off uint16, fr []byte) []byte {
+		h := make([]byte, header.VirtioNetHdrSize)
+		header.VirtioNetHdr(h).Encode(&header.VirtioNetHdrFields{Flags: flags, GSOType: gso,
+			CsumStart: start, CsumOffset: off, GSOSize: 1400})
+		return append(h, fr...)
+	}
+	f.Add(vnet(0, 0, 0, 0, udpFrame(ns4, gw4, 1000, 53, []byte("query"))))
+	f.Add(vnet(header.VirtioNetHdrFNeedsCsum, 0, 34, 6, udpFrame(ns4, ext, 68, 67, make([]byte, 300))))
+	f.Add(vnet(header.VirtioNetHdrFNeedsCsum, 0, 54, 6, udpFrame(ns6, gw6, 546, 547, make([]byte, 60))))
+	f.Add(vnet(header.VirtioNetHdrFNeedsCsum, header.VirtioNetHdrGSOTCPv4, 34, 16, echoFrame(ns4, gw4, 1, 1, []byte("ping"))))
+	f.Add(vnet(header.VirtioNetHdrFNeedsCsum, 0, 0xffff, 0xffff, udpFrame(ns6, gw6, 546, 547, make([]byte, 60))))
+	f.Add([]byte{1, 2, 3})
+	p := testParams()
+	p.MTU = 1500
+	d := newDrivenParams(f, p, Options{FlowCapacity: 8, VnetHdr: true})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		d.cycle(b)
+		d.cycle(b, b[:len(b)/2], b)
+		if n := d.e.FlowCount(); n > 8 {
+			t.Fatalf("FlowCount %d above capacity 8", n)
+		}
+		d.advance(200 * time.Second)
+		if n := d.e.FlowCount(); n != 0 {
+			t.Fatalf("FlowCount %d after every timeout, want 0", n)
+		}
+		if len(d.sys.open) != 0 {
+			t.Fatalf("%d host sockets leaked", len(d.sys.open))
+		}
+	})
+}
+
 // TestCompleteChecksum: a frame whose UDP checksum the namespace's kernel
 // left partial (the pseudo-header sum in place, as with TUN_F_CSUM) comes
 // out with the checksum a full computation gives; offsets pointing outside
