@@ -240,6 +240,7 @@ func (pf *portFwd) open(p listenPlan, nsSide bool) (closer, error) {
 			return err
 		})
 	} else {
+		p.freebind = pf.cfg.Freebind
 		fd, err = bindPlan(p)
 	}
 	if err != nil {
@@ -294,6 +295,17 @@ func bindPlan(p listenPlan) (int, error) {
 	unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
 	if p.v6 {
 		unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1)
+	}
+	if p.freebind {
+		// IPV6_FREEBIND needs Linux 4.15; before it, IP_FREEBIND on an
+		// IPv6 socket does the same.
+		opt, level := unix.IP_FREEBIND, unix.IPPROTO_IP
+		if p.v6 {
+			opt, level = unix.IPV6_FREEBIND, unix.IPPROTO_IPV6
+		}
+		if err := unix.SetsockoptInt(fd, level, opt, 1); err != nil {
+			return fail(fmt.Errorf("--freebind: %w", err))
+		}
 	}
 	if p.ifname != "" {
 		if err := unix.BindToDevice(fd, p.ifname); err != nil {

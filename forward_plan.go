@@ -42,6 +42,9 @@ type listenPlan struct {
 	// anyAddr: bound to any address because the rule gave none, so a
 	// family the host lacks is not an error.
 	anyAddr bool
+	// freebind (--freebind): the bind address need not exist yet, for a
+	// host address that comes up later (a VPN, DHCP).
+	freebind bool
 }
 
 func (p listenPlan) proto() string {

@@ -218,3 +218,22 @@ func TestBindFailureFatal(t *testing.T) {
 		t.Error("range port in use: got fatal, want a warning")
 	}
 }
+
+// TestBindPlanFreebind: with --freebind a forwarded port binds an address
+// the host does not have (yet); without it the kernel refuses.
+func TestBindPlanFreebind(t *testing.T) {
+	for _, a := range []string{"198.51.100.77", "2001:db8:77::1"} {
+		addr := netip.MustParseAddr(a)
+		p := listenPlan{v6: addr.Is6(), addr: addr, port: 0}
+		if fd, err := bindPlan(p); err == nil {
+			unix.Close(fd)
+			t.Fatalf("%s: bind without --freebind succeeded, want EADDRNOTAVAIL", a)
+		}
+		p.freebind = true
+		fd, err := bindPlan(p)
+		if err != nil {
+			t.Fatalf("%s: bind with --freebind: %v", a, err)
+		}
+		unix.Close(fd)
+	}
+}
