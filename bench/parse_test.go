@@ -134,7 +134,7 @@ func TestEndpoints(t *testing.T) {
 		{pastaLike, testCase{kind: "tcp", dir: "out", path: "gw", fam: 6}, "::1", hostGW6, ""},
 		{pastaLike, testCase{kind: "tcp", dir: "out", path: "splice", fam: 4}, "127.0.0.1", "127.0.0.1", ""},
 		{pastaLike, testCase{kind: "tcp", dir: "in", path: "tap", fam: 6}, nsAddr6, hostAddr6, ""},
-		{pastaLike, testCase{kind: "tcp", dir: "in", path: "splice", fam: 6}, "::1", "::1", ""},
+		{pastaLike, testCase{kind: "tcp", dir: "in", path: "splice", fam: 6}, "::", "::1", ""},
 		{slirp, testCase{kind: "tcp", dir: "in", path: "tap", fam: 4}, "10.0.2.100", hostAddr4, ""},
 		{slirp, testCase{kind: "tcp", dir: "out", path: "gw", fam: 4}, "", "", "no gw"},
 		{slirp, testCase{kind: "tcp", dir: "in", path: "splice", fam: 4}, "", "", "no splice"},

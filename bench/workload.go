@@ -123,8 +123,19 @@ func endpoints(in *instance, c testCase) (bind, dst string, err error) {
 		}
 		return in.addr(c.fam), hostAddr(c.fam), nil
 	default:
-		return loAddr(c.fam), loAddr(c.fam), nil
+		// Host loopback into the namespace: pasta up to 2023 connects to
+		// the namespace's loopback, current pasta and gopasta to its own
+		// address (the old way is --host-lo-to-ns-lo). A server on the
+		// any-address inside the test namespace serves both.
+		return anyAddr(c.fam), loAddr(c.fam), nil
 	}
+}
+
+func anyAddr(fam int) string {
+	if fam == 6 {
+		return "::"
+	}
+	return "0.0.0.0"
 }
 
 // measure runs one workload once through one instance.
