@@ -169,9 +169,9 @@ func TestTCPConcurrent(t *testing.T) {
 	for i := range pairs {
 		pairs[i].c, pairs[i].s = r.connect(t)
 	}
-	if got := r.f.Stats().TCPActive; got != conns {
-		t.Errorf("got %d active connections, want %d", got, conns)
-	}
+	// The forwarder registers connections on its own thread: wait
+	// (bounded) for all of them rather than sampling once.
+	waitFor(t, "all connections registered", testTimeout, func() bool { return r.f.Stats().TCPActive == conns })
 	var wg sync.WaitGroup
 	for i := range pairs {
 		wg.Add(1)
