@@ -97,6 +97,7 @@ func TestIntegrationEngineTCP(t *testing.T) {
 	tests := []struct {
 		name    string
 		host    nstest.HostOptions
+		env     []string
 		args    []string
 		targets []string // with %d for the port
 	}{
@@ -105,6 +106,19 @@ func TestIntegrationEngineTCP(t *testing.T) {
 			// Addresses of its own, so the host's are not shadowed.
 			args:    []string{"--config-net", "-a", "192.0.2.2", "-a", "2001:db8::2/64"},
 			targets: []string{"192.0.2.1:%d", "192.0.2.254:%d", "[2001:db8::1]:%d", "[2001:db8::fe]:%d"},
+		},
+		{
+			// The same without TAP offloads: plain frames of at most
+			// the MTU, checksums computed both ways.
+			name:    "no-offload",
+			env:     []string{"GOPASTA_OFFLOAD=0"},
+			args:    []string{"--config-net", "-m", "1500", "-a", "192.0.2.2", "-a", "2001:db8::2/64"},
+			targets: []string{"192.0.2.1:%d", "[2001:db8::fe]:%d"},
+		},
+		{
+			name:    "mtu1500-offload",
+			args:    []string{"--config-net", "-m", "1500", "-a", "192.0.2.2", "-a", "2001:db8::2/64"},
+			targets: []string{"192.0.2.1:%d", "[2001:db8::fe]:%d"},
 		},
 		{
 			name:    "link-local-gateway",
@@ -118,6 +132,7 @@ func TestIntegrationEngineTCP(t *testing.T) {
 			for _, tc := range tests {
 				t.Run(tc.name, func(t *testing.T) {
 					e := newEngineEnv(t, u, tc.host)
+					e.env = tc.env
 					port := transferServer(t, e.h)
 					var targets []string
 					for _, tg := range tc.targets {

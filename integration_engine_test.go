@@ -37,6 +37,8 @@ type engineEnv struct {
 	bin    string
 	helper string
 	u      nstest.User
+	// env, when set, is extra environment for gopasta (run through env(1)).
+	env []string
 }
 
 func newEngineEnv(t *testing.T, u nstest.User, o nstest.HostOptions) *engineEnv {
@@ -55,7 +57,11 @@ func (e *engineEnv) run(t *testing.T, args ...string) nstest.Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), engineTimeout)
 	defer cancel()
-	r := e.h.RunContext(ctx, e.u, append([]string{e.bin}, args...)...)
+	argv := []string{e.bin}
+	if len(e.env) > 0 {
+		argv = append(append([]string{"env"}, e.env...), e.bin)
+	}
+	r := e.h.RunContext(ctx, e.u, append(argv, args...)...)
 	if r.TimedOut {
 		t.Fatalf("gopasta %q: got no exit within %v, want it to finish\n%s", args, engineTimeout, r)
 	}
