@@ -275,19 +275,11 @@ func (w *dhcpv6Writer) opt(code uint16, data []byte) {
 // dhcpv6Message returns the IPv6 header and the DHCPv6 message of a frame
 // sent to port 547 with a valid UDP checksum.
 func dhcpv6Message(frame []byte) (header.IPv6, []byte, bool) {
-	eth := header.Ethernet(frame)
-	if !eth.IsValid() || eth.Type() != header.EtherTypeIPv6 {
+	ip, l4, ok := ipv6Payload(frame, header.ProtocolUDP)
+	if !ok {
 		return nil, nil, false
 	}
-	ip := header.IPv6(eth.Payload())
-	if !ip.IsValid(len(ip)) {
-		return nil, nil, false
-	}
-	t, ok := ip.Transport()
-	if !ok || t.Fragment || t.Protocol != header.ProtocolUDP {
-		return nil, nil, false
-	}
-	u := header.UDP(ip[t.Offset : header.IPv6MinimumSize+int(ip.PayloadLength())])
+	u := header.UDP(l4)
 	if !u.IsValid() || u.DstPort() != dhcpv6ServerPort {
 		return nil, nil, false
 	}

@@ -26,22 +26,25 @@ func FuzzEngineFrame(f *testing.F) {
 	p := testParams()
 	p.MTU = 1500
 	d := newDrivenParams(f, p, Options{FlowCapacity: 8})
-	f.Fuzz(func(t *testing.T, b []byte) {
-		// The frame alone, then split into a batch of pieces with
-		// itself, so grouping and several flows per batch are hit.
-		d.cycle(b)
-		d.cycle(b, b[:len(b)/2], b)
-		if n := d.e.FlowCount(); n > 8 {
-			t.Fatalf("FlowCount %d above capacity 8", n)
-		}
-		d.advance(200 * time.Second)
-		if n := d.e.FlowCount(); n != 0 {
-			t.Fatalf("FlowCount %d after every timeout, want 0", n)
-		}
-		if len(d.sys.open) != 0 {
-			t.Fatalf("%d host sockets leaked", len(d.sys.open))
-		}
-	})
+	f.Fuzz(func(t *testing.T, b []byte) { fuzzFrameOnce(t, d, b) })
+}
+
+// fuzzFrameOnce feeds b alone, then in a batch with pieces of itself (so
+// grouping and several flows per batch are hit), and checks the table's
+// bounds and that every flow and host socket goes once they all time out.
+func fuzzFrameOnce(t *testing.T, d *driven, b []byte) {
+	d.cycle(b)
+	d.cycle(b, b[:len(b)/2], b)
+	if n := d.e.FlowCount(); n > 8 {
+		t.Fatalf("FlowCount %d above capacity 8", n)
+	}
+	d.advance(200 * time.Second)
+	if n := d.e.FlowCount(); n != 0 {
+		t.Fatalf("FlowCount %d after every timeout, want 0", n)
+	}
+	if len(d.sys.open) != 0 {
+		t.Fatalf("%d host sockets leaked", len(d.sys.open))
+	}
 }
 
 // FuzzEngineFrameVnet is FuzzEngineFrame with a virtio-net header on the
@@ -63,20 +66,7 @@ func FuzzEngineFrameVnet(f *testing.F) {
 	p := testParams()
 	p.MTU = 1500
 	d := newDrivenParams(f, p, Options{FlowCapacity: 8, VnetHdr: true})
-	f.Fuzz(func(t *testing.T, b []byte) {
-		d.cycle(b)
-		d.cycle(b, b[:len(b)/2], b)
-		if n := d.e.FlowCount(); n > 8 {
-			t.Fatalf("FlowCount %d above capacity 8", n)
-		}
-		d.advance(200 * time.Second)
-		if n := d.e.FlowCount(); n != 0 {
-			t.Fatalf("FlowCount %d after every timeout, want 0", n)
-		}
-		if len(d.sys.open) != 0 {
-			t.Fatalf("%d host sockets leaked", len(d.sys.open))
-		}
-	})
+	f.Fuzz(func(t *testing.T, b []byte) { fuzzFrameOnce(t, d, b) })
 }
 
 // TestCompleteChecksum: a frame whose UDP checksum the namespace's kernel

@@ -63,9 +63,10 @@ func ndpReply(p *NetParams, frame, out []byte) int {
 	return 0
 }
 
-// parseICMPv6 returns the IPv6 header and the ICMPv6 message of frame when
-// frame is a whole, unfragmented ICMPv6 packet with a valid checksum.
-func parseICMPv6(frame []byte) (header.IPv6, header.ICMPv6, bool) {
+// ipv6Payload returns the IPv6 header of frame and its transport payload
+// when frame is a whole, unfragmented IPv6 packet of protocol proto; the
+// on-link responders check nothing less.
+func ipv6Payload(frame []byte, proto uint8) (header.IPv6, []byte, bool) {
 	eth := header.Ethernet(frame)
 	if !eth.IsValid() || eth.Type() != header.EtherTypeIPv6 {
 		return nil, nil, false
@@ -75,11 +76,20 @@ func parseICMPv6(frame []byte) (header.IPv6, header.ICMPv6, bool) {
 		return nil, nil, false
 	}
 	t, ok := ip.Transport()
-	if !ok || t.Fragment || t.Protocol != header.ProtocolICMPv6 {
+	if !ok || t.Fragment || t.Protocol != proto {
 		return nil, nil, false
 	}
-	end := header.IPv6MinimumSize + int(ip.PayloadLength())
-	icmp := header.ICMPv6(ip[t.Offset:end])
+	return ip, ip[t.Offset : header.IPv6MinimumSize+int(ip.PayloadLength())], true
+}
+
+// parseICMPv6 returns the IPv6 header and the ICMPv6 message of frame when
+// frame is a whole, unfragmented ICMPv6 packet with a valid checksum.
+func parseICMPv6(frame []byte) (header.IPv6, header.ICMPv6, bool) {
+	ip, l4, ok := ipv6Payload(frame, header.ProtocolICMPv6)
+	if !ok {
+		return nil, nil, false
+	}
+	icmp := header.ICMPv6(l4)
 	if !icmp.IsValid() {
 		return nil, nil, false
 	}
