@@ -257,22 +257,7 @@ func (e *fwdEnv) put(local netip.Addr, dst netip.AddrPort, n int64, seed uint64)
 		return err
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(time.Duration(10+n>>24) * time.Second))
-	if _, err := c.Write([]byte{'P'}); err != nil {
-		return err
-	}
-	if _, err := io.CopyN(c, fwdStream(seed), n); err != nil {
-		return fmt.Errorf("sending: %w", err)
-	}
-	c.(*net.TCPConn).CloseWrite()
-	got, err := io.ReadAll(c)
-	if err != nil {
-		return fmt.Errorf("reading the hash: %w", err)
-	}
-	if want := fwdHash(n, seed); string(got) != want {
-		return fmt.Errorf("put %d bytes: server got hash %q, want %q", n, got, want)
-	}
-	return nil
+	return fwd2Put(c, n, seed)
 }
 
 // get asks dst for n bytes of stream seed and verifies them.
@@ -282,23 +267,7 @@ func (e *fwdEnv) get(local netip.Addr, dst netip.AddrPort, n int64, seed uint64)
 		return err
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(time.Duration(10+n>>24) * time.Second))
-	var hdr [17]byte
-	hdr[0] = 'G'
-	binary.BigEndian.PutUint64(hdr[1:], uint64(n))
-	binary.BigEndian.PutUint64(hdr[9:], seed)
-	if _, err := c.Write(hdr[:]); err != nil {
-		return err
-	}
-	h := sha256.New()
-	got, err := io.Copy(h, c)
-	if err != nil {
-		return fmt.Errorf("receiving: %w", err)
-	}
-	if got != n || hex.EncodeToString(h.Sum(nil)) != fwdHash(n, seed) {
-		return fmt.Errorf("get %d bytes: got %d bytes with a different hash", n, got)
-	}
-	return nil
+	return fwd2Get(c, n, seed)
 }
 
 // udpEcho sends a few datagrams to dst and checks each comes back.
