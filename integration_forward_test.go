@@ -11,7 +11,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -277,27 +276,7 @@ func (e *fwdEnv) udpEcho(local netip.Addr, dst netip.AddrPort) error {
 		return err
 	}
 	defer c.Close()
-	buf := make([]byte, 65536)
-	for _, size := range []int{1, 1400, 9000} {
-		msg := bytes.Repeat([]byte{byte(size)}, size)
-		ok := false
-		for try := 0; try < 3 && !ok; try++ {
-			c.Write(msg)
-			c.SetReadDeadline(time.Now().Add(time.Second))
-			n, err := c.Read(buf)
-			if err != nil {
-				continue
-			}
-			if !bytes.Equal(buf[:n], msg) {
-				return fmt.Errorf("%d bytes: got %d different bytes back", size, n)
-			}
-			ok = true
-		}
-		if !ok {
-			return fmt.Errorf("%d bytes: no echo after 3 tries", size)
-		}
-	}
-	return nil
+	return fwd2UDPEcho(c)
 }
 
 // fwdPaths are the ways a host peer reaches a forwarded port.

@@ -139,8 +139,6 @@ func (e *Engine) sockEvent(idx int32, gen uint32, events uint32) {
 
 // wakeAt asks for a timer run no later than t (engine nanoseconds), for
 // translator deadlines shorter than the housekeeping tick.
-//
-//lint:ignore U1000 the TCP translator's retransmission timer uses it.
 func (e *Engine) wakeAt(t int64) {
 	if t < e.timerAt {
 		e.armTimer(t)
