@@ -94,8 +94,13 @@ func parseProcStat(b []byte) (procStat, error) {
 	}
 	// Field 3 (state) is first after ") "; starttime is field 22.
 	fields := strings.Fields(s[i+1:])
-	if len(fields) < 20 || len(fields[0]) != 1 {
+	if len(fields) < 20 {
 		return procStat{}, errors.New("ns: malformed /proc stat: too few fields")
+	}
+	// The state is one ASCII letter (R, S, D, Z, T, t, X, I, ...); anything
+	// else means the line is not what we think it is.
+	if st := fields[0]; len(st) != 1 || !('A' <= st[0] && st[0] <= 'Z' || 'a' <= st[0] && st[0] <= 'z') {
+		return procStat{}, fmt.Errorf("ns: malformed /proc stat state %q", st)
 	}
 	start, err := strconv.ParseUint(fields[19], 10, 64)
 	if err != nil {

@@ -196,6 +196,8 @@ func TestParseProcStat(t *testing.T) {
 		{"7 (we ird) (x) Z 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 99 20", 'Z', 99, false},
 		{"7 (short) S 1 2", 0, 0, true},
 		{"no parens", 0, 0, true},
+		{")\x00 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0", 0, 0, true},
+		{"7 (x) SS 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 99", 0, 0, true},
 		{"7 (x) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 notanumber", 0, 0, true},
 	} {
 		st, err := parseProcStat([]byte(tc.in))
