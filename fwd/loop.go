@@ -64,8 +64,16 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.updateClock()
 	e.nextTick = e.now + tickInterval
 	e.armTimer(e.nextTick)
+	// linkMore: the last readLink stopped at its budget with frames
+	// possibly left, which the link's Fd need not report (fwd.Link), so the
+	// next cycle does not sleep and reads the link again regardless.
+	linkMore := false
 	for {
-		n, err := unix.EpollWait(e.epfd, e.events, -1)
+		timeout := -1
+		if linkMore {
+			timeout = 0
+		}
+		n, err := unix.EpollWait(e.epfd, e.events, timeout)
 		if err != nil {
 			if err == unix.EINTR {
 				continue
@@ -73,14 +81,12 @@ func (e *Engine) Run(ctx context.Context) error {
 			return fmt.Errorf("fwd: epoll_wait: %w", err)
 		}
 		e.updateClock()
+		readLink := linkMore
 		for i := range e.events[:n] {
 			ev := &e.events[i]
 			switch ev.Fd {
 			case tagLink:
-				if err := e.readLink(); err != nil {
-					e.flush()
-					return err
-				}
+				readLink = true
 			case tagTimer:
 				var buf [8]byte
 				unix.Read(e.timerfd, buf[:])
@@ -92,32 +98,38 @@ func (e *Engine) Run(ctx context.Context) error {
 				e.sockEvent(ev.Fd, uint32(ev.Pad), ev.Events)
 			}
 		}
+		if readLink {
+			if linkMore, err = e.readLink(); err != nil {
+				e.flush()
+				return err
+			}
+		}
 		e.flush()
 		e.reap()
 	}
 }
 
 // readLink reads and handles frames until the link has none, at most
-// rxBatchesPerCycle batches, so host sockets are not starved. Epoll is level
-// triggered: what is left is reported again at once.
-func (e *Engine) readLink() error {
+// rxBatchesPerCycle batches, so host sockets are not starved. It reports
+// whether it stopped at that budget, when the link may still hold frames.
+func (e *Engine) readLink() (more bool, err error) {
 	for range rxBatchesPerCycle {
 		n, err := e.link.ReadBatch(e.rxBufs, e.rxSizes)
 		if err != nil {
-			return fmt.Errorf("fwd: reading the link: %w", err)
+			return false, fmt.Errorf("fwd: reading the link: %w", err)
 		}
 		if n == 0 {
-			return nil
+			return false, nil
 		}
 		for i := range n {
 			e.rxFrames[i] = e.rxBufs[i][:e.rxSizes[i]]
 		}
 		e.handleFrames(e.rxFrames[:n])
 		if n < len(e.rxBufs) {
-			return nil
+			return false, nil
 		}
 	}
-	return nil
+	return true, nil
 }
 
 func (e *Engine) sockEvent(idx int32, gen uint32, events uint32) {

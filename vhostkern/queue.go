@@ -180,9 +180,18 @@ func (q *rxQueue) drain(bufs [][]byte, sizes []int) (n int, waitFor uint16, err 
 	return n, waitFor, nil
 }
 
-// read is ReadBatch for the vhost RX queue. It returns frames while there
-// are any; only when the queue is empty does it poll briefly, then clear the
-// call eventfd and ask for a call, so a busy reader causes no calls at all.
+// read is ReadBatch for the vhost RX queue. It fills bufs while frames
+// are there, without touching notifications, so a busy reader causes no
+// calls at all. When it returns fewer frames than len(bufs) the queue ran
+// dry and the call is armed: the call eventfd will become readable when the
+// next frame lands. When it fills bufs it arms nothing, and the caller must
+// call again (the eventfd is not level-triggered by the ring's contents: a
+// caller that waited on it with frames left in the ring would wait for a
+// call the device has no reason to send).
+//
+// Only an empty read polls briefly and clears the eventfd; a short read
+// that got frames arms without either, so a stale count costs at most one
+// spurious wake-up, never a lost one.
 func (q *rxQueue) read(bufs [][]byte, sizes []int) (int, error) {
 	if len(sizes) < len(bufs) {
 		bufs = bufs[:len(sizes)]
@@ -191,9 +200,11 @@ func (q *rxQueue) read(bufs [][]byte, sizes []int) (int, error) {
 		return 0, nil
 	}
 	q.r.disarmCall()
+	n := 0
 	for {
-		n, waitFor, err := q.drain(bufs, sizes)
-		if n > 0 || err != nil {
+		k, waitFor, err := q.drain(bufs[n:], sizes[n:])
+		n += k
+		if err != nil || n == len(bufs) {
 			return n, err
 		}
 		if waitFor > 0 {
@@ -204,23 +215,25 @@ func (q *rxQueue) read(bufs [][]byte, sizes []int) (int, error) {
 				continue
 			}
 			q.stats.rxRearmed.Add(1)
-			return 0, nil
+			return n, nil
 		}
-		if q.poll > 0 && q.spin() {
-			q.stats.rxPolled.Add(1)
-			continue
-		}
-		calls, err := q.drainCall()
-		q.stats.rxCalls.Add(calls)
-		if err != nil {
-			return 0, fmt.Errorf("vhostkern: RX call eventfd: %w", err)
+		if n == 0 {
+			if q.poll > 0 && q.spin() {
+				q.stats.rxPolled.Add(1)
+				continue
+			}
+			calls, err := q.drainCall()
+			q.stats.rxCalls.Add(calls)
+			if err != nil {
+				return 0, fmt.Errorf("vhostkern: RX call eventfd: %w", err)
+			}
 		}
 		if q.r.armCall() {
 			q.r.disarmCall()
 			continue
 		}
 		q.stats.rxRearmed.Add(1)
-		return 0, nil
+		return n, nil
 	}
 }
 
