@@ -54,6 +54,7 @@ type portFwd struct {
 	tcp, udp, tcpNS, udpNS config.PortSpec
 
 	q    chan fwd.SpliceConn
+	pool *nsSockPool // nil: every namespace socket is made on the namespace thread
 	stop chan struct{}
 	wg   sync.WaitGroup
 
@@ -123,11 +124,28 @@ func startForwarding(ctx context.Context, s fwdSetup) (*portFwd, error) {
 		defer pf.wg.Done()
 		pf.spliceWorker()
 	}()
+	if s.th != nil && !cfg.NoSplice && pf.tcp.Mode != config.PortsNone {
+		pf.pool = newNSSockPool(s.th.Do, s.v4, s.v6)
+	}
 	if pf.eng != nil {
 		splice := !cfg.NoSplice
 		pf.eng.SetSpliceHook(func(c *fwd.SpliceConn) bool {
 			if !splice {
 				return false
+			}
+			if !c.UDP && pf.pool != nil {
+				// The common case stays on the engine's thread, as in
+				// pasta: a pooled namespace socket, a non-blocking
+				// connect, and the pair goes to the splice forwarder.
+				dst := pf.nsTarget(c.V6, c.ToAddr, c.ToPort)
+				if fd, ok, err := pf.pool.dial(dst); ok {
+					if err != nil {
+						pf.log.Debug("splice: cannot reach the namespace", "dst", dst, "err", err)
+						return false
+					}
+					pf.bridge(false, c.Fd, fd, nil)
+					return true
+				}
 			}
 			select {
 			case pf.q <- *c:
@@ -228,6 +246,9 @@ func (pf *portFwd) Close() {
 	}
 	pf.sp.Close()
 	pf.wg.Wait()
+	if pf.pool != nil {
+		pf.pool.Close()
+	}
 }
 
 // open binds p on its side and starts serving it.
@@ -360,6 +381,11 @@ func (pf *portFwd) nsTarget(v6 bool, toAddr netip.Addr, port uint16) netip.AddrP
 
 // dialNS opens a socket to dst inside the namespace (on its thread).
 func (pf *portFwd) dialNS(udp bool, dst netip.AddrPort) (int, error) {
+	if !udp && pf.pool != nil {
+		if fd, ok, err := pf.pool.dial(dst); ok {
+			return fd, err
+		}
+	}
 	var fd int
 	err := pf.th.Do(func() (err error) {
 		if udp {
@@ -429,7 +455,6 @@ func (pf *portFwd) bridge(udp bool, fd, other int, data [][]byte) {
 // host's (to the namespace). Go's poller waits for connections.
 func (pf *portFwd) serveSplice(fd int, p listenPlan, nsSide bool) (closer, error) {
 	f := os.NewFile(uintptr(fd), "listener")
-	defer f.Close() // the net listener holds its own copy
 	// Where connections go: host loopback for namespace listeners.
 	target := func(v6 bool) netip.AddrPort {
 		if p.toAddr.IsValid() {
@@ -447,8 +472,11 @@ func (pf *portFwd) serveSplice(fd int, p listenPlan, nsSide bool) (closer, error
 		return pf.dialNS(udp, dst)
 	}
 	if !p.udp {
-		ln, err := net.FileListener(f)
+		// The descriptor is non-blocking, so the os.File waits in Go's
+		// poller; a net.Listener's raw conn would refuse Read (EINVAL).
+		rc, err := f.SyscallConn()
 		if err != nil {
+			f.Close()
 			return nil, err
 		}
 		pf.wg.Add(1)
@@ -456,17 +484,28 @@ func (pf *portFwd) serveSplice(fd int, p listenPlan, nsSide bool) (closer, error
 			defer pf.wg.Done()
 			var backoff time.Duration
 			for {
-				c, err := ln.Accept()
+				// accept4 straight on the descriptor, with Go's poller
+				// only for the waiting: no *net.TCPConn to build,
+				// register, File, Dup and close per connection.
+				afd, aerr := -1, error(nil)
+				err := rc.Read(func(fd uintptr) bool {
+					afd, _, aerr = unix.Accept4(int(fd), unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+					return aerr != unix.EAGAIN
+				})
 				if err != nil {
-					if errors.Is(err, net.ErrClosed) {
-						return
-					}
+					return // the listener was closed
+				}
+				switch aerr {
+				case nil:
+				case unix.EINTR, unix.ECONNABORTED, unix.EPROTO:
+					continue
+				default:
 					// Out of descriptors or memory: the connection
 					// waits in the backlog. Returning would leave the
 					// port bound but dead for good; retrying at once
 					// would spin.
 					backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-					pf.log.Debug("splice: accept failed, retrying", "port", p.port, "err", err, "in", backoff)
+					pf.log.Debug("splice: accept failed, retrying", "port", p.port, "err", aerr, "in", backoff)
 					select {
 					case <-pf.stop:
 						return
@@ -475,13 +514,6 @@ func (pf *portFwd) serveSplice(fd int, p listenPlan, nsSide bool) (closer, error
 					continue
 				}
 				backoff = 0
-				cf, err := c.(*net.TCPConn).File()
-				c.Close()
-				if err != nil {
-					continue
-				}
-				afd, _ := unix.Dup(int(cf.Fd()))
-				cf.Close()
 				other, err := dial(false, target(p.v6))
 				if err != nil {
 					abort(afd)
@@ -490,9 +522,10 @@ func (pf *portFwd) serveSplice(fd int, p listenPlan, nsSide bool) (closer, error
 				pf.bridge(false, afd, other, nil)
 			}
 		}()
-		return func() { ln.Close() }, nil
+		return func() { f.Close() }, nil
 	}
 	pc, err := net.FilePacketConn(f)
+	f.Close() // the packet conn holds its own copy
 	if err != nil {
 		return nil, err
 	}
