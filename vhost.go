@@ -37,8 +37,9 @@ type dataLink struct {
 	log *slog.Logger
 	// statsAtExit logs the vhost counters on Close (--stats or --debug).
 	statsAtExit bool
-	// vnet: plain TAP I/O with a virtio-net header and offloads; the
-	// engine sees the header (fwd.Options.VnetHdr). vhost-net strips it.
+	// vnet: the engine sees the virtio-net header (fwd.Options.VnetHdr)
+	// and the TAP has offloads: plain TAP I/O or vhost-net, unless
+	// GOPASTA_OFFLOAD=0.
 	vnet bool
 }
 
@@ -71,6 +72,7 @@ func openDataLink(cfg *config.Config, tc tap.Config, log *slog.Logger) (*dataLin
 	if err == nil {
 		var tapErr bool
 		if dl.tap, dl.vh, tapErr, err = openVhostTap(tc, log); err == nil {
+			dl.vnet = os.Getenv(offloadEnv) != "0"
 			return dl, nil
 		} else if tapErr {
 			return nil, err // plain TAP I/O would fail the same way
@@ -124,7 +126,15 @@ func openVhostTap(tc tap.Config, log *slog.Logger) (_ *tap.Device, _ *vhostkern.
 	if err != nil {
 		return nil, nil, true, err
 	}
-	vc := vhostkern.Config{TapFd: t.Fd()}
+	// The engine reads and writes the virtio-net header itself, as with
+	// plain TAP I/O, so the TAP's offloads work through vhost-net too:
+	// 64 KiB TSO frames from the namespace, 64 KiB GSO frames into it.
+	vc := vhostkern.Config{TapFd: t.Fd(), PassHdr: os.Getenv(offloadEnv) != "0"}
+	if vc.PassHdr {
+		if err := t.SetOffload(unix.TUN_F_CSUM | unix.TUN_F_TSO4 | unix.TUN_F_TSO6); err != nil {
+			log.Debug("TAP offloads unavailable: frames from the namespace stay MTU-sized", "err", err)
+		}
+	}
 	switch rx := os.Getenv(vhostRXEnv); rx {
 	case "", "read":
 		vc.RXFromTap = true
@@ -143,7 +153,7 @@ func openVhostTap(tc tap.Config, log *slog.Logger) (_ *tap.Device, _ *vhostkern.
 		rx = "read(2) on the TAP"
 	}
 	log.Info("vhost-net: TAP data path offloaded to the kernel",
-		"features", vhostkern.FeatureString(vh.Features()), "rx", rx)
+		"features", vhostkern.FeatureString(vh.Features()), "rx", rx, "offloads", vc.PassHdr)
 	return t, vh, false, nil
 }
 

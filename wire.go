@@ -112,7 +112,7 @@ func startEngine(ctx context.Context, cfg *config.Config, dl *dataLink, es engin
 	link := dl.link()
 	opts := es.opts
 	opts.Logger = log
-	opts.VnetHdr = dl.vnet && dl.vh == nil
+	opts.VnetHdr = dl.vnet
 	closePcap := func() {}
 	if cfg.PcapFile != "" {
 		f, err := os.OpenFile(cfg.PcapFile, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)

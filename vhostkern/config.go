@@ -42,6 +42,14 @@ type Config struct {
 	// RXFromTap reads received frames with readv(2) on the TAP instead of
 	// through the vhost RX queue; WriteBatch still uses vhost.
 	RXFromTap bool
+	// PassHdr hands the virtio-net header to the caller: frames from
+	// ReadBatch and to WriteBatch begin with its 12 bytes (num_buffers is
+	// the device's business and may hold anything on RX). The caller then
+	// owns checksum and segmentation offload: with TUNSETOFFLOAD on the
+	// TAP, the namespace's 64 KiB TSO frames and partial checksums reach it
+	// as they are, and its GSO frames go in whole. Without PassHdr, RX
+	// strips the header and TX writes a zeroed one (no offloads).
+	PassHdr bool
 	// Poll bounds the busy wait on an empty RX queue before re-arming the
 	// call: 0 means DefaultPoll, negative disables polling.
 	Poll time.Duration

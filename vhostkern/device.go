@@ -159,7 +159,9 @@ func (d *Device) setupMemory() error {
 	if err != nil {
 		return err
 	}
+	d.tx.keepHdr = d.cfg.PassHdr
 	if d.rx != nil {
+		d.rx.keepHdr = d.cfg.PassHdr
 		d.rx.poll = d.cfg.Poll
 		d.rx.kick = func() error { return d.kick(rxQueueIndex) }
 		d.rx.drainCall = func() (uint64, error) { return d.drainCall(rxQueueIndex) }
@@ -266,9 +268,11 @@ func (d *Device) drainCall(q int) (uint64, error) {
 	}
 }
 
-// ReadBatch fills bufs with frames the namespace sent, plain Ethernet
-// without the virtio-net header, and their lengths into sizes. It returns 0,
-// nil when nothing waits; Fd then becomes readable when something arrives.
+// ReadBatch fills bufs with frames the namespace sent, Ethernet without
+// the virtio-net header (with it, under Config.PassHdr), and their lengths
+// into sizes. Fewer frames than len(bufs), 0 included, means the queue ran
+// dry and Fd becomes readable when something arrives; a full bufs means
+// there may be more, and the caller must call again before waiting on Fd.
 // A frame longer than its buffer is dropped and counted in Stats.RxDropped.
 func (d *Device) ReadBatch(bufs [][]byte, sizes []int) (int, error) {
 	if d.closed {
@@ -289,7 +293,12 @@ func (d *Device) readTap(bufs [][]byte, sizes []int) (n int, err error) {
 		}
 		d.rxIov[1].Base = &bufs[n][0]
 		d.rxIov[1].SetLen(len(bufs[n]))
-		r, _, e := unix.Syscall(unix.SYS_READV, uintptr(d.cfg.TapFd), uintptr(unsafe.Pointer(&d.rxIov[0])), 2)
+		// With PassHdr the header lands in the caller's buffer too.
+		iov, cnt := &d.rxIov[0], 2
+		if d.cfg.PassHdr {
+			iov, cnt = &d.rxIov[1], 1
+		}
+		r, _, e := unix.Syscall(unix.SYS_READV, uintptr(d.cfg.TapFd), uintptr(unsafe.Pointer(iov)), uintptr(cnt))
 		if e == unix.EINTR {
 			continue
 		}
@@ -303,7 +312,10 @@ func (d *Device) readTap(bufs [][]byte, sizes []int) (n int, err error) {
 		if int(r) < VnetHdrLen+MinFrameLen {
 			continue
 		}
-		sizes[n] = int(r) - VnetHdrLen
+		sizes[n] = int(r)
+		if !d.cfg.PassHdr {
+			sizes[n] -= VnetHdrLen
+		}
 		n++
 	}
 	d.rxIov[1].Base = nil // do not keep the caller's buffer alive
@@ -311,9 +323,10 @@ func (d *Device) readTap(bufs [][]byte, sizes []int) (n int, err error) {
 	return n, err
 }
 
-// WriteBatch sends frames (plain Ethernet) into the namespace. It returns
-// fewer than len(bufs) with a nil error when the queue is full; then
-// WriteFd becomes readable once the kernel has sent half of what is queued.
+// WriteBatch sends frames (Ethernet; behind their virtio-net header under
+// Config.PassHdr) into the namespace. It returns fewer than len(bufs) with
+// a nil error when the queue is full; then WriteFd becomes readable once
+// the kernel has sent half of what is queued.
 // An invalid frame stops the batch with a *FrameLenError.
 func (d *Device) WriteBatch(bufs [][]byte) (int, error) {
 	if d.closed {

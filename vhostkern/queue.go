@@ -86,6 +86,7 @@ type rxQueue struct {
 	r         *ring
 	buf       buffers
 	mergeable bool   // MRG_RXBUF: a frame may span num_buffers elements
+	keepHdr   bool   // Config.PassHdr: frames keep their virtio-net header
 	refillAt  uint16 // refill once this many buffers came back
 	poll      time.Duration
 	kick      func() error           // notify the device of new buffers
@@ -153,7 +154,7 @@ func (q *rxQueue) drain(bufs [][]byte, sizes []int) (n int, waitFor uint16, err 
 				return n, 0, fmt.Errorf("%w: RX used element of %d bytes", ErrDeviceBroken, length)
 			}
 			data := q.buf.slot(r, head)[:length]
-			if k == 0 {
+			if k == 0 && !q.keepHdr {
 				data = data[VnetHdrLen:]
 			}
 			if fits && total+len(data) <= len(dst) {
@@ -255,7 +256,8 @@ func (q *rxQueue) spin() bool {
 type txQueue struct {
 	r         *ring
 	buf       buffers
-	maxFrame  int
+	maxFrame  int  // bytes of Ethernet frame, header excluded
+	keepHdr   bool // Config.PassHdr: frames arrive with their header
 	kick      func() error
 	drainCall func() (uint64, error)
 	armed     bool // a call was requested because the queue filled up
@@ -289,12 +291,17 @@ func (q *txQueue) write(bufs [][]byte) (n int, err error) {
 		return 0, err
 	}
 	size := int(q.buf.size)
+	// add: header bytes this queue writes in front of each frame.
+	add := VnetHdrLen
+	if q.keepHdr {
+		add = 0
+	}
 	for _, f := range bufs {
-		if len(f) < MinFrameLen || len(f) > q.maxFrame {
-			err = &FrameLenError{Len: len(f), Max: q.maxFrame}
+		if l := len(f) + add - VnetHdrLen; l < MinFrameLen || l > q.maxFrame {
+			err = &FrameLenError{Len: l, Max: q.maxFrame}
 			break
 		}
-		total := VnetHdrLen + len(f)
+		total := add + len(f)
 		ids := q.ids[:(total+size-1)/size]
 		if !q.r.take(ids) {
 			break
@@ -302,10 +309,10 @@ func (q *txQueue) write(bufs [][]byte) (n int, err error) {
 		for i, id := range ids {
 			slot := q.buf.slot(q.r, id)
 			c := 0
-			if i == 0 {
-				clear(slot[:VnetHdrLen])
-				c = VnetHdrLen + copy(slot[VnetHdrLen:], f)
-				f = f[c-VnetHdrLen:]
+			if i == 0 && add > 0 {
+				clear(slot[:add])
+				c = add + copy(slot[add:], f)
+				f = f[c-add:]
 			} else {
 				c = copy(slot, f)
 				f = f[c:]

@@ -252,6 +252,46 @@ func TestTXFrames(t *testing.T) {
 	}
 }
 
+// With PassHdr the caller's virtio-net header crosses both queues as it is:
+// a GSO frame's header reaches the device, and RX frames keep the header
+// the device wrote.
+func TestPassHdr(t *testing.T) {
+	h := newHarness(t, 64, 2048, FeatureVersion1|FeatureEventIdx|FeatureMrgRxbuf, 0)
+	h.rx.keepHdr, h.tx.keepHdr, h.txDev.passHdr = true, true, true
+	gso := testFrame(1, VnetHdrLen+MaxFrameLen) // the largest GSO frame
+	copy(gso, []byte{1, 4, 54, 0, 0xa8, 0x05, 54, 0, 16, 0, 0, 0})
+	small := testFrame(2, VnetHdrLen+60)
+	n, err := h.tx.write([][]byte{gso, small})
+	if n != 2 || err != nil {
+		t.Fatalf("write = %d, %v; want 2, nil", n, err)
+	}
+	got := h.txDev.consumeTX(-1)
+	if len(got) != 2 || !bytes.Equal(got[0], gso) || !bytes.Equal(got[1], small) {
+		t.Errorf("device got %d frames, want the 2 written with their headers unchanged", len(got))
+	}
+	if _, err := h.tx.write([][]byte{make([]byte, VnetHdrLen+13)}); err == nil {
+		t.Error("a header with a 13-byte frame behind it was accepted")
+	}
+	h.txDev.consumeTX(-1)
+
+	frames := [][]byte{testFrame(3, 60), testFrame(4, 5000)}
+	if d := h.rxDev.deliverRX(frames, true); d != 2 {
+		t.Fatalf("delivered %d, want 2", d)
+	}
+	rx := h.readAll()
+	if len(rx) != 2 {
+		t.Fatalf("read %d frames, want 2", len(rx))
+	}
+	for i, f := range rx {
+		if len(f) != VnetHdrLen+len(frames[i]) || !bytes.Equal(f[VnetHdrLen:], frames[i]) {
+			t.Errorf("frame %d: got %d bytes, want a %d-byte header and the %d-byte frame", i, len(f), VnetHdrLen, len(frames[i]))
+		}
+	}
+	if nb := binary.LittleEndian.Uint16(rx[1][numBuffersOff:]); nb != 3 {
+		t.Errorf("5000-byte frame in 2048-byte buffers: header says num_buffers %d, want 3", nb)
+	}
+}
+
 func TestTXRejectsBadFrames(t *testing.T) {
 	h := newHarness(t, 8, 2048, FeatureVersion1|FeatureEventIdx, 0)
 	tests := []struct {

@@ -10,9 +10,10 @@ const (
 	// MRG_RXBUF to say how many used elements carry this frame.
 	numBuffersOff = 10
 
-	// MaxFrameLen bounds the Ethernet frames WriteBatch accepts: a 65535-byte
-	// IP packet behind an Ethernet header and a VLAN tag.
-	MaxFrameLen = 65535 + 14 + 4
+	// MaxFrameLen bounds the Ethernet frames WriteBatch accepts (header
+	// excluded): the largest GSO frame, a 65535-byte IPv6 payload behind
+	// its 40-byte header, an Ethernet header and a VLAN tag.
+	MaxFrameLen = 65535 + 40 + 14 + 4
 	// MinFrameLen is an Ethernet header; the TAP rejects anything shorter.
 	MinFrameLen = 14
 )
