@@ -16,6 +16,7 @@ import (
 
 	"github.com/gopasta/gopasta/fwd"
 	"github.com/gopasta/gopasta/internal/config"
+	"github.com/gopasta/gopasta/internal/sockdiag"
 	"github.com/gopasta/gopasta/ns"
 	"github.com/gopasta/gopasta/splice"
 )
@@ -55,8 +56,10 @@ type portFwd struct {
 
 	q    chan fwd.SpliceConn
 	pool *nsSockPool // nil: every namespace socket is made on the namespace thread
-	stop chan struct{}
-	wg   sync.WaitGroup
+	// inet_diag sockets of each side for auto scanning; nil: /proc tables.
+	diagHost, diagNS *sockdiag.Conn
+	stop             chan struct{}
+	wg               sync.WaitGroup
 
 	mu     sync.Mutex
 	auto   map[autoKey][]closer // auto listeners by (side, proto, port)
@@ -183,6 +186,7 @@ func startForwarding(ctx context.Context, s fwdSetup) (*portFwd, error) {
 
 	if pf.tcp.Mode == config.PortsAuto || pf.udp.Mode == config.PortsAuto ||
 		pf.tcpNS.Mode == config.PortsAuto || pf.udpNS.Mode == config.PortsAuto {
+		pf.openDiag()
 		pf.scan() // before the command starts, as pasta
 		pf.wg.Add(1)
 		go pf.autoLoop(ctx)
@@ -248,6 +252,11 @@ func (pf *portFwd) Close() {
 	pf.wg.Wait()
 	if pf.pool != nil {
 		pf.pool.Close()
+	}
+	for _, c := range []*sockdiag.Conn{pf.diagHost, pf.diagNS} {
+		if c != nil {
+			c.Close()
+		}
 	}
 }
 

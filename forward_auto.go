@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/gopasta/gopasta/internal/config"
+	"github.com/gopasta/gopasta/internal/sockdiag"
+	"golang.org/x/sys/unix"
 )
 
 // Auto forwarding: every autoInterval, read which ports the other side
@@ -25,6 +27,41 @@ func (pf *portFwd) autoLoop(ctx context.Context) {
 			pf.scan()
 		}
 	}
+}
+
+// openDiag opens an inet_diag socket on each side (the namespace's on its
+// thread: the socket keeps the namespace it was made in), so that scans
+// neither parse /proc text nor hop to the namespace thread. A side where
+// it fails keeps reading /proc.
+func (pf *portFwd) openDiag() {
+	var err error
+	if pf.diagHost, err = sockdiag.Open(); err != nil {
+		pf.log.Debug("auto forwarding: inet_diag unavailable on the host, reading /proc", "err", err)
+	}
+	err = pf.th.Do(func() (err error) {
+		pf.diagNS, err = sockdiag.Open()
+		return err
+	})
+	if err != nil {
+		pf.log.Debug("auto forwarding: inet_diag unavailable in the namespace, reading /proc", "err", err)
+	}
+}
+
+// listening returns the listening TCP and bound UDP ports of c's
+// namespace, or nil sets and false when c cannot tell (no c, or a kernel
+// without tcp_diag or udp_diag).
+func listening(c *sockdiag.Conn) (tcp, udp config.PortSet, ok bool) {
+	if c == nil {
+		return tcp, udp, false
+	}
+	err := c.Ports(unix.IPPROTO_TCP, sockdiag.StateListen, func(p uint16) { tcp.Add(p) })
+	if err == nil {
+		err = c.Ports(unix.IPPROTO_UDP, sockdiag.StateClose, func(p uint16) { udp.Add(p) })
+	}
+	if err != nil {
+		return config.PortSet{}, config.PortSet{}, false
+	}
+	return tcp, udp, true
 }
 
 // readTables reads /proc net tables under dir into TCP listening and UDP
@@ -80,13 +117,16 @@ func (pf *portFwd) scan() {
 	ownNS := pf.ownNS
 	pf.mu.Unlock()
 	if needNS {
-		var tcp, udp config.PortSet
-		// /proc/self/net is the thread group leader's namespace; the
-		// namespace thread's own tables are under thread-self.
-		err := pf.th.Do(func() error {
-			tcp, udp = readTables("/proc/thread-self/net")
-			return nil
-		})
+		tcp, udp, ok := listening(pf.diagNS)
+		var err error
+		if !ok {
+			// /proc/self/net is the thread group leader's namespace;
+			// the namespace thread's own tables are under thread-self.
+			err = pf.th.Do(func() error {
+				tcp, udp = readTables("/proc/thread-self/net")
+				return nil
+			})
+		}
 		if err == nil {
 			tcpW := without(&tcp, &ownNS[0])
 			udpAll := autoUDPSet(&udp, &tcp, eph)
@@ -101,7 +141,10 @@ func (pf *portFwd) scan() {
 		pf.mu.Lock()
 		ownHost := pf.ownHost
 		pf.mu.Unlock()
-		tcp, udp := readTables("/proc/self/net")
+		tcp, udp, ok := listening(pf.diagHost)
+		if !ok {
+			tcp, udp = readTables("/proc/self/net")
+		}
 		tcpW := without(&tcp, &ownHost[0])
 		udpAll := autoUDPSet(&udp, &tcp, eph)
 		udpW := without(&udpAll, &ownHost[1])
