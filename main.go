@@ -6,7 +6,6 @@ package main
 
 import (
 	"os"
-	"runtime"
 
 	"github.com/gopasta/gopasta/ns"
 )
@@ -19,23 +18,5 @@ func main() {
 	if ns.IsInitStub() {
 		ns.InitStubMain()
 	}
-	setMaxProcs()
 	os.Exit(runCLI(os.Args, os.Stderr))
-}
-
-// loopThreads is the number of event loops that sit in epoll_wait on
-// threads of their own: the engine (fwd) and the splice forwarder.
-const loopThreads = 2
-
-// setMaxProcs gives the runtime a P for each event loop on top of one per
-// CPU, unless GOMAXPROCS is set. A loop blocked in epoll_wait holds its P;
-// with no idle P left, sysmon takes Ps from threads in system calls every
-// 20 µs and each wake-up has to win one back: in a profile of spliced
-// connect/request/response traffic (docs/performance.md) that was a fifth
-// of gopasta's CPU in sysmon and futex calls, and two extra Ps cut gopasta's
-// CPU per transaction by 13%. The extra Ps cost nothing while idle.
-func setMaxProcs() {
-	if os.Getenv("GOMAXPROCS") == "" {
-		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + loopThreads)
-	}
 }
