@@ -167,6 +167,13 @@ func startSlirp(h *hostNS, mtu int, tmp string) (*instance, error) {
 		in.close()
 		return nil, err
 	}
+	// slirp4netns may configure the namespace before it creates its API
+	// socket (a run failed on "no such file" once).
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(sock); err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
 	for _, f := range []struct {
 		proto string
 		port  int
