@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"os"
 	"time"
 
@@ -47,18 +48,23 @@ func (pf *portFwd) openDiag() {
 	}
 }
 
-// listening returns the listening TCP and bound UDP ports of c's
-// namespace, or nil sets and false when c cannot tell (no c, or a kernel
-// without tcp_diag or udp_diag).
-func listening(c *sockdiag.Conn) (tcp, udp config.PortSet, ok bool) {
-	if c == nil {
+// listening returns the listening TCP and bound UDP ports of *c's
+// namespace, or false when it cannot tell (no *c, or a failed dump). A
+// kernel without tcp_diag or udp_diag will not grow them: *c is closed and
+// cleared so later scans go straight to /proc.
+func listening(c **sockdiag.Conn) (tcp, udp config.PortSet, ok bool) {
+	if *c == nil {
 		return tcp, udp, false
 	}
-	err := c.Ports(unix.IPPROTO_TCP, sockdiag.StateListen, func(p uint16) { tcp.Add(p) })
+	err := (*c).Ports(unix.IPPROTO_TCP, sockdiag.StateListen, func(p uint16) { tcp.Add(p) })
 	if err == nil {
-		err = c.Ports(unix.IPPROTO_UDP, sockdiag.StateClose, func(p uint16) { udp.Add(p) })
+		err = (*c).Ports(unix.IPPROTO_UDP, sockdiag.StateClose, func(p uint16) { udp.Add(p) })
 	}
 	if err != nil {
+		if errors.Is(err, sockdiag.ErrNotSupported) {
+			(*c).Close()
+			*c = nil
+		}
 		return config.PortSet{}, config.PortSet{}, false
 	}
 	return tcp, udp, true
@@ -117,7 +123,7 @@ func (pf *portFwd) scan() {
 	ownNS := pf.ownNS
 	pf.mu.Unlock()
 	if needNS {
-		tcp, udp, ok := listening(pf.diagNS)
+		tcp, udp, ok := listening(&pf.diagNS)
 		var err error
 		if !ok {
 			// /proc/self/net is the thread group leader's namespace;
@@ -141,7 +147,7 @@ func (pf *portFwd) scan() {
 		pf.mu.Lock()
 		ownHost := pf.ownHost
 		pf.mu.Unlock()
-		tcp, udp, ok := listening(pf.diagHost)
+		tcp, udp, ok := listening(&pf.diagHost)
 		if !ok {
 			tcp, udp = readTables("/proc/self/net")
 		}

@@ -62,16 +62,17 @@ func (e *VhostError) Unwrap() error { return e.Err }
 func openDataLink(cfg *config.Config, tc tap.Config, log *slog.Logger) (*dataLink, error) {
 	tc.NAPI = cfg.TapNAPI
 	dl := &dataLink{log: log, statsAtExit: cfg.Stats > 0 || cfg.Debug}
+	offload := os.Getenv(offloadEnv) != "0"
 	if cfg.Vhost == config.VhostOff {
-		return dl, dl.openPlain(tc, log)
+		return dl, dl.openPlain(tc, offload, log)
 	}
 	// Probe first: without it a missing device would cost a TAP opened
 	// with a virtio-net header that plain I/O cannot use.
 	err := vhostkern.Probe()
 	if err == nil {
 		var tapErr bool
-		if dl.tap, dl.vh, tapErr, err = openVhostTap(tc, log); err == nil {
-			dl.vnet = os.Getenv(offloadEnv) != "0"
+		if dl.tap, dl.vh, tapErr, err = openVhostTap(tc, offload, log); err == nil {
+			dl.vnet = offload
 			return dl, nil
 		} else if tapErr {
 			return nil, err // plain TAP I/O would fail the same way
@@ -81,7 +82,7 @@ func openDataLink(cfg *config.Config, tc tap.Config, log *slog.Logger) (*dataLin
 		return nil, &VhostError{Err: err}
 	}
 	log.Info(fmt.Sprintf("vhost-net unavailable (%v): using plain TAP I/O", err))
-	return dl, dl.openPlain(tc, log)
+	return dl, dl.openPlain(tc, offload, log)
 }
 
 // offloadEnv set to "0" turns the TAP's offloads off, for measuring what
@@ -94,19 +95,16 @@ const offloadEnv = "GOPASTA_OFFLOAD"
 // cross the TAP as 64 KiB GSO frames whatever the MTU and no checksum is
 // computed on either side (docs/architecture.md, "Offloads"). Each step
 // falls back: no TSO (the namespace then sends MTU-sized frames, which the
-// engine still takes), or no virtio-net header at all.
-func (dl *dataLink) openPlain(tc tap.Config, log *slog.Logger) error {
-	if os.Getenv(offloadEnv) != "0" {
+// engine still takes), or no virtio-net header at all. offload false
+// (GOPASTA_OFFLOAD=0) goes straight to the last.
+func (dl *dataLink) openPlain(tc tap.Config, offload bool, log *slog.Logger) error {
+	if offload {
 		vc := tc
 		vc.VnetHdr, vc.VnetHdrSize = true, vhostkern.VnetHdrLen
 		t, err := openTap(vc, log)
 		if err == nil {
 			dl.tap, dl.vnet = t, true
-			// USO (Linux 6.2) is left off: a UDP super-frame would
-			// have to be cut into datagrams here.
-			if err := t.SetOffload(unix.TUN_F_CSUM | unix.TUN_F_TSO4 | unix.TUN_F_TSO6); err != nil {
-				log.Debug("TAP offloads unavailable: frames from the namespace stay MTU-sized", "err", err)
-			}
+			setOffloads(t, log)
 			return nil
 		}
 		log.Debug("TAP virtio-net header unavailable: plain frames", "err", err)
@@ -116,10 +114,20 @@ func (dl *dataLink) openPlain(tc tap.Config, log *slog.Logger) error {
 	return err
 }
 
+// setOffloads turns on the TAP's checksum and TCP segmentation offloads
+// (TUNSETOFFLOAD; the TAP must carry a virtio-net header). USO (Linux 6.2)
+// is left off: a UDP super-frame would have to be cut into datagrams here.
+// A kernel that refuses keeps MTU-sized frames, which the engine takes too.
+func setOffloads(t *tap.Device, log *slog.Logger) {
+	if err := t.SetOffload(unix.TUN_F_CSUM | unix.TUN_F_TSO4 | unix.TUN_F_TSO6); err != nil {
+		log.Debug("TAP offloads unavailable: frames from the namespace stay MTU-sized", "err", err)
+	}
+}
+
 // openVhostTap opens the TAP with the 12-byte virtio-net header vhost-net
 // speaks and attaches a vhost device to it. On failure nothing stays open,
 // and tapErr says whether it was the TAP that failed rather than vhost-net.
-func openVhostTap(tc tap.Config, log *slog.Logger) (_ *tap.Device, _ *vhostkern.Device, tapErr bool, _ error) {
+func openVhostTap(tc tap.Config, offload bool, log *slog.Logger) (_ *tap.Device, _ *vhostkern.Device, tapErr bool, _ error) {
 	tc.VnetHdr, tc.VnetHdrSize = true, vhostkern.VnetHdrLen
 	t, err := openTap(tc, log)
 	if err != nil {
@@ -128,11 +136,9 @@ func openVhostTap(tc tap.Config, log *slog.Logger) (_ *tap.Device, _ *vhostkern.
 	// The engine reads and writes the virtio-net header itself, as with
 	// plain TAP I/O, so the TAP's offloads work through vhost-net too:
 	// 64 KiB TSO frames from the namespace, 64 KiB GSO frames into it.
-	vc := vhostkern.Config{TapFd: t.Fd(), PassHdr: os.Getenv(offloadEnv) != "0"}
-	if vc.PassHdr {
-		if err := t.SetOffload(unix.TUN_F_CSUM | unix.TUN_F_TSO4 | unix.TUN_F_TSO6); err != nil {
-			log.Debug("TAP offloads unavailable: frames from the namespace stay MTU-sized", "err", err)
-		}
+	vc := vhostkern.Config{TapFd: t.Fd(), PassHdr: offload}
+	if offload {
+		setOffloads(t, log)
 	}
 	switch rx := os.Getenv(vhostRXEnv); rx {
 	case "", "read":

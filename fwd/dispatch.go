@@ -45,10 +45,8 @@ func (e *Engine) handleFrames(frames [][]byte) {
 			}
 			// A partial checksum (the namespace's kernel left it to
 			// the "device") or one it vouches for needs no check.
-			vh := header.VirtioNetHdr(fr)
-			csumDone = vh.Flags()&(header.VirtioNetHdrFNeedsCsum|header.VirtioNetHdrFDataValid) != 0
-			e.rxPartial = vh.Flags()&header.VirtioNetHdrFNeedsCsum != 0
-			e.rxCsumStart, e.rxCsumOffset = int(vh.CsumStart()), int(vh.CsumOffset())
+			e.rxHdr = header.VirtioNetHdr(fr[:e.vnet])
+			csumDone = e.rxHdr.Flags()&(header.VirtioNetHdrFNeedsCsum|header.VirtioNetHdrFDataValid) != 0
 			fr = fr[e.vnet:]
 		}
 		e.ctr.framesIn.Add(1)
@@ -143,13 +141,12 @@ func (e *Engine) respond(r responder, fr []byte) {
 		e.drop(DropProtocol)
 		return
 	}
-	if e.rxPartial {
+	if h := e.rxHdr; h != nil && h.Flags()&header.VirtioNetHdrFNeedsCsum != 0 {
 		// The responders check what they parse, checksums included;
 		// complete a partial one first. Only DHCP and DHCPv6 from
 		// ordinary UDP sockets arrive like this, so it costs nothing
 		// on the data path.
-		completeChecksum(fr, e.rxCsumStart, e.rxCsumOffset)
-		e.rxPartial = false
+		completeChecksum(fr, int(h.CsumStart()), int(h.CsumOffset()))
 	}
 	out := e.txBuf()
 	if n := r(e.p, fr, out); n > 0 {

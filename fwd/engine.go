@@ -120,13 +120,12 @@ type Engine struct {
 
 	mtu, frameMax int
 	vnet          int // virtio-net header length on the link: 0 or 12
-	// The current frame's partial checksum, from its virtio-net header:
-	// responders need it completed (dispatch.go, respond).
-	rxPartial                 bool
-	rxCsumStart, rxCsumOffset int
-	ourMAC                    [6]byte
-	nsMAC                     [6]byte // learnt from the namespace's frames
-	ipID                      uint16
+	// rxHdr is the virtio-net header of the frame being handled (nil
+	// without one): a responder completes its partial checksum (respond).
+	rxHdr  header.VirtioNetHdr
+	ourMAC [6]byte
+	nsMAC  [6]byte // learnt from the namespace's frames
+	ipID   uint16
 
 	ft *flowTable
 	tr [numProtos]translator

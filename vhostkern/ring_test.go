@@ -684,6 +684,14 @@ func TestRXEventDrivenReader(t *testing.T) {
 					}
 				}
 			}
+			// canDeliver: frames wait and the device is not out of
+			// buffers, or a kick since it ran out woke it.
+			canDeliver := func() bool {
+				if starved && h.rxDev.total.kicks > kicksAtStarve {
+					starved = false
+				}
+				return delivered < len(sent) && !starved
+			}
 			deliver := func() {
 				delivered += h.rxDev.deliverRX(sent[delivered:], h.mergeable)
 				if delivered < len(sent) {
@@ -695,10 +703,7 @@ func TestRXEventDrivenReader(t *testing.T) {
 			// and checks the old used_event concurrently.
 			h.rx.drainCall = func() (uint64, error) {
 				c, err := h.rxDev.drainCall()
-				if starved && h.rxDev.total.kicks > kicksAtStarve {
-					starved = false
-				}
-				if delivered < len(sent) && !starved && rng.IntN(2) == 0 {
+				if canDeliver() && rng.IntN(2) == 0 {
 					deliver()
 				}
 				return c, err
@@ -707,14 +712,11 @@ func TestRXEventDrivenReader(t *testing.T) {
 				if step > 100000 {
 					t.Fatalf("%s seed %d: no progress", fs.name, seed)
 				}
-				if starved && h.rxDev.total.kicks > kicksAtStarve {
-					starved = false
-				}
 				var can []int
 				if step < 400 {
 					can = append(can, 0)
 				}
-				if delivered < len(sent) && !starved {
+				if canDeliver() {
 					can = append(can, 1)
 				}
 				if more || h.rxDev.calls > 0 {
