@@ -21,7 +21,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -33,11 +32,8 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
 
-	"github.com/gopasta/gopasta/internal/config"
 	"github.com/gopasta/gopasta/internal/nstest"
-	"github.com/gopasta/gopasta/splice"
 )
 
 const fwd2HelperArg = "-gopasta-fwd2-helper"
@@ -1055,98 +1051,5 @@ func TestIntegrationForwardSpliceOnly(t *testing.T) {
 				t.Skipf("--splice-only not wired in run.go yet: the namespace has interfaces %q, want only lo", links)
 			}
 		})
-	}
-}
-
-// TestForwardSpliceAcceptRetries: a spliced listener (-T, --splice-only)
-// whose accept fails for lack of descriptors keeps serving once they are
-// back, instead of leaving the port bound and dead. No namespace needed:
-// the listener is served as a namespace-side one, toward this process's
-// loopback.
-func TestForwardSpliceAcceptRetries(t *testing.T) {
-	srv, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Skipf("skipping: no IPv4 loopback: %v", err)
-	}
-	defer srv.Close()
-	go fwd2AcceptLoop(srv, "")
-
-	sp, err := splice.NewForwarder(splice.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	pf := &portFwd{cfg: &config.Config{}, log: slog.New(slog.DiscardHandler), sp: sp, stop: make(chan struct{})}
-	pf.wg.Add(1)
-	go func() { defer pf.wg.Done(); sp.Run(ctx) }()
-	plan := listenPlan{addr: netip.MustParseAddr("127.0.0.1"), toPort: uint16(srv.Addr().(*net.TCPAddr).Port)}
-	fd, err := bindPlan(plan)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sa, err := unix.Getsockname(fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan.port = uint16(sa.(*unix.SockaddrInet4).Port)
-	closeLn, err := pf.serveSplice(fd, plan, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		closeLn()
-		close(pf.stop)
-		cancel()
-		sp.Close()
-		pf.wg.Wait()
-	}()
-	dst := fmt.Sprintf("127.0.0.1:%d", plan.port)
-	c, err := net.DialTimeout("tcp", dst, 3*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := fwd2Put(c, 2<<10, 1); err != nil {
-		t.Fatalf("before: %v", err)
-	}
-	c.Close()
-
-	// The client socket exists before the descriptors run out; its
-	// connect completes in the kernel, and the accept fails.
-	cfd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var old unix.Rlimit
-	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
-		t.Fatal(err)
-	}
-	lowest, err := unix.Dup(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	unix.Close(lowest)
-	low := old
-	low.Cur = uint64(lowest) // every descriptor below is in use: none left
-	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &low); err != nil {
-		t.Fatal(err)
-	}
-	err = unix.Connect(cfd, &unix.SockaddrInet4{Port: int(plan.port), Addr: [4]byte{127, 0, 0, 1}})
-	time.Sleep(200 * time.Millisecond) // accept fails a few times
-	if rerr := unix.Setrlimit(unix.RLIMIT_NOFILE, &old); rerr != nil {
-		t.Fatal(rerr)
-	}
-	if err != nil {
-		unix.Close(cfd)
-		t.Fatalf("connect: %v", err)
-	}
-	f := os.NewFile(uintptr(cfd), "client")
-	c, err = net.FileConn(f)
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if err := fwd2Put(c, 2<<10, 2); err != nil {
-		t.Errorf("a connection that waited while accept failed with EMFILE: %v; want it served once descriptors are back (forwarder %+v)", err, sp.Stats())
 	}
 }

@@ -278,7 +278,7 @@ func TestVhostEndToEnd(t *testing.T) {
 func vhTCP(t *testing.T, u vhUser, h *vhHost, rx string, peer func(...string) []string) {
 	const size = vhGetSize
 	r := vhGopasta(t, u, []string{"--vhost=on", "--config-net", "--debug"},
-		peer("putget", vhAddr(h.tcp.Addr())), vhostRXEnv+"="+rx)
+		peer("putget", vhAddr(h.tcp.Addr())), "GOPASTA_VHOST_RX"+"="+rx)
 	if r.err != nil || !strings.Contains(r.stdout, "putget ok") {
 		t.Fatalf("got %v, want the 10 MiB echo verified", r)
 	}
@@ -332,7 +332,7 @@ func TestVhostNotifications(t *testing.T) {
 	// RX from the vhost queue, where notifications are at stake (RX by
 	// read(2), the default, has none).
 	r := vhGopasta(t, vhUsers[0], []string{"--vhost=on", "--config-net", "--debug"},
-		[]string{self, vhPeerArg, "flood", vhAddr(h.sink.LocalAddr()), "20000", "1000"}, vhostRXEnv+"=queue")
+		[]string{self, vhPeerArg, "flood", vhAddr(h.sink.LocalAddr()), "20000", "1000"}, "GOPASTA_VHOST_RX"+"=queue")
 	if r.err != nil || !strings.Contains(r.stdout, "flood ok") {
 		t.Fatalf("got %v, want the flood sent", r)
 	}
@@ -653,8 +653,8 @@ type vhBenchCase struct {
 
 var vhBenchCases = []vhBenchCase{
 	{"off", []string{"--vhost=off"}, nil},
-	{"on/rx-queue", []string{"--vhost=on"}, []string{vhostRXEnv + "=queue"}},
-	{"on/rx-read", []string{"--vhost=on"}, []string{vhostRXEnv + "=read"}},
+	{"on/rx-queue", []string{"--vhost=on"}, []string{"GOPASTA_VHOST_RX" + "=queue"}},
+	{"on/rx-read", []string{"--vhost=on"}, []string{"GOPASTA_VHOST_RX" + "=read"}},
 }
 
 // vhBenchMTUs are the namespace MTUs benchmarked, with the transfer size

@@ -7,16 +7,11 @@ package main
 import (
 	"os"
 
-	"github.com/gopasta/gopasta/ns"
+	"github.com/gopasta/gopasta/internal/run"
 )
 
 //go:generate go run ./man/gen -o man/gopasta.1
 
 func main() {
-	// In spawn mode gopasta re-executes itself as the namespace's init; that
-	// copy never reaches the command line parser.
-	if ns.IsInitStub() {
-		ns.InitStubMain()
-	}
-	os.Exit(runCLI(os.Args, os.Stderr))
+	os.Exit(run.Main(os.Args))
 }

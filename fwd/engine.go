@@ -59,11 +59,6 @@ type Options struct {
 	// frames with checksums left partial: no checksum is computed on
 	// either side of the TAP for TCP and UDP.
 	VnetHdr bool
-
-	// NSExec runs f on a thread inside the namespace and returns its
-	// error; the splice path and namespace-side listeners need it. The
-	// engine itself never enters the namespace.
-	NSExec func(f func() error) error
 }
 
 // translator is a protocol handler: UDP, ICMP echo, and TCP. The engine

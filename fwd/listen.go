@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/gopasta/gopasta/internal/header"
+	"github.com/gopasta/gopasta/internal/sock"
 )
 
 // Forwarded ports, host to namespace (-t, -u): the engine accepts on host
@@ -46,9 +46,11 @@ type Listener struct {
 	// BindIf is the interface the socket is bound to (SO_BINDTODEVICE),
 	// if any; UDP reply sockets bind to it too.
 	BindIf string
-	// ToAddr is the namespace address to forward to; invalid means the
-	// namespace's own address (NetParams Addr4/Addr6) of the socket's
-	// family. ToPort is the namespace port.
+	// ToAddr is the namespace address to forward to over the TAP, of the
+	// socket's family (the port forwarding rules decide it: the rule's
+	// target, else the namespace's own address); ToPort is the namespace
+	// port. Without a usable ToAddr, connections that would take the TAP
+	// are refused.
 	ToAddr netip.Addr
 	ToPort uint16
 	// Splice: connections from host loopback go to the splice hook
@@ -88,18 +90,17 @@ type listener struct {
 
 // listenTable is the engine's listener state (Engine.lst).
 type listenTable struct {
-	mu    sync.Mutex
-	ls    []listener
-	free  []int32
-	hook  SpliceHook
-	shut  bool                // the engine closed: no more listeners
-	rsa   unix.RawSockaddrAny // accept4 peer address scratch
-	rsLen uint32
+	mu   sync.Mutex
+	ls   []listener
+	free []int32
+	hook SpliceHook
+	shut bool // the engine closed: no more listeners
+	acc  sock.Acceptor
 
 	// UDP listener batch scratch.
 	msgs  []mmsghdr
 	iov   []unix.Iovec
-	names []unix.RawSockaddrInet6
+	names []unix.RawSockaddrAny
 	ctl   [][64]byte // IP_PKTINFO / IPV6_PKTINFO
 	peers []netip.AddrPort
 	hand  []SpliceConn
@@ -132,11 +133,7 @@ func (e *Engine) AddListener(l Listener) (ListenerID, error) {
 	}
 	if l.UDP {
 		// Replies must leave from the address each peer sent to.
-		if l.V6 {
-			unix.SetsockoptInt(l.Fd, unix.IPPROTO_IPV6, unix.IPV6_RECVPKTINFO, 1)
-		} else {
-			unix.SetsockoptInt(l.Fd, unix.IPPROTO_IP, unix.IP_PKTINFO, 1)
-		}
+		sock.RecvPktInfo(l.Fd, l.V6)
 	}
 	t := &e.lst
 	t.mu.Lock()
@@ -148,7 +145,7 @@ func (e *Engine) AddListener(l Listener) (ListenerID, error) {
 	if t.msgs == nil {
 		t.msgs = make([]mmsghdr, udpBatch)
 		t.iov = make([]unix.Iovec, udpBatch)
-		t.names = make([]unix.RawSockaddrInet6, udpBatch)
+		t.names = make([]unix.RawSockaddrAny, udpBatch)
 		t.ctl = make([][64]byte, udpBatch)
 		t.peers = make([]netip.AddrPort, udpBatch)
 		t.hand = make([]SpliceConn, 0, udpBatch)
@@ -240,35 +237,6 @@ func (e *Engine) listenEvent(tag int32, gen uint32) {
 	}
 }
 
-// accept4 accepts one connection without allocating (unix.Accept4 builds a
-// Sockaddr on the heap).
-func (t *listenTable) accept4(fd int) (int, netip.AddrPort, error) {
-	t.rsLen = uint32(unsafe.Sizeof(t.rsa))
-	nfd, _, errno := unix.Syscall6(unix.SYS_ACCEPT4, uintptr(fd),
-		uintptr(unsafe.Pointer(&t.rsa)), uintptr(unsafe.Pointer(&t.rsLen)),
-		unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0, 0)
-	if errno != 0 {
-		return -1, netip.AddrPort{}, errno
-	}
-	return int(nfd), rawToAddrPort(&t.rsa), nil
-}
-
-// rawToAddrPort converts a kernel socket address (IPv4-mapped IPv6
-// addresses unmapped).
-func rawToAddrPort(rsa *unix.RawSockaddrAny) netip.AddrPort {
-	switch rsa.Addr.Family {
-	case unix.AF_INET:
-		sa := (*unix.RawSockaddrInet4)(unsafe.Pointer(rsa))
-		p := (*[2]byte)(unsafe.Pointer(&sa.Port))
-		return netip.AddrPortFrom(netip.AddrFrom4(sa.Addr), uint16(p[0])<<8|uint16(p[1]))
-	case unix.AF_INET6:
-		sa := (*unix.RawSockaddrInet6)(unsafe.Pointer(rsa))
-		p := (*[2]byte)(unsafe.Pointer(&sa.Port))
-		return netip.AddrPortFrom(netip.AddrFrom16(sa.Addr).Unmap(), uint16(p[0])<<8|uint16(p[1]))
-	}
-	return netip.AddrPort{}
-}
-
 // inboundPeer is the address the namespace sees a host peer as: the NAT's
 // answer, else (a loopback source without a host-loopback mapping, or the
 // host's own address the namespace shadows) the gateway, which the
@@ -289,15 +257,11 @@ func (e *Engine) inboundPeer(src netip.Addr, v6 bool) (netip.Addr, bool) {
 	return e.p.Gateway4, e.p.Gateway4.IsValid()
 }
 
-// target is where l forwards to in the namespace.
-func (e *Engine) target(l *listener) (netip.Addr, bool) {
-	if l.ToAddr.IsValid() {
-		return l.ToAddr, !l.ToAddr.IsLoopback()
-	}
-	if l.V6 {
-		return e.p.Addr6, e.p.Addr6.IsValid()
-	}
-	return e.p.Addr4, e.p.Addr4.IsValid()
+// target is where l forwards to in the namespace over the TAP: its
+// ToAddr, which must not be loopback (only a spliced connection reaches
+// the namespace's loopback).
+func target(l *listener) (netip.Addr, bool) {
+	return l.ToAddr, l.ToAddr.IsValid() && !l.ToAddr.IsLoopback()
 }
 
 // canSplice reports whether a connection from src on l goes to the hook.
@@ -308,7 +272,7 @@ func (t *listenTable) canSplice(l *listener, src netip.Addr) bool {
 func (e *Engine) acceptTCP(l *listener) {
 	t := &e.lst
 	for range acceptBatch {
-		fd, peer, err := t.accept4(l.Fd)
+		fd, peer, err := t.acc.Accept(l.Fd)
 		if err != nil {
 			if err != unix.EAGAIN && err != unix.ECONNABORTED && e.debug {
 				e.log.Debug("accept failed", "err", err)
@@ -323,7 +287,7 @@ func (e *Engine) acceptTCP(l *listener) {
 			}
 			continue
 		}
-		to, ok1 := e.target(l)
+		to, ok1 := target(l)
 		from, ok2 := e.inboundPeer(peer.Addr(), l.V6)
 		if !ok1 || !ok2 || e.tr[protoTCP] == nil {
 			e.drop(DropDestination)

@@ -69,7 +69,7 @@ func tcpOf(t *testing.T, b []byte) (parsed, header.TCP) {
 func TestListenerTCPToTap(t *testing.T) {
 	e, link := newTestEngine(t, Options{})
 	fd, port := listenFd(t, false)
-	if _, err := e.AddListener(Listener{Fd: fd, ToPort: 80, Local: netip.AddrPortFrom(loop4, port)}); err != nil {
+	if _, err := e.AddListener(Listener{Fd: fd, ToAddr: netip.MustParseAddr("10.0.2.100"), ToPort: 80, Local: netip.AddrPortFrom(loop4, port)}); err != nil {
 		t.Fatalf("AddListener: %v", err)
 	}
 	ctx, cancel := testContext(t)
@@ -117,7 +117,7 @@ func TestListenerTCPToTap(t *testing.T) {
 func TestListenerUDPToTap(t *testing.T) {
 	e, link := newTestEngine(t, Options{})
 	fd, port := listenFd(t, true)
-	if _, err := e.AddListener(Listener{Fd: fd, UDP: true, ToPort: 53, Local: netip.AddrPortFrom(loop4, port)}); err != nil {
+	if _, err := e.AddListener(Listener{Fd: fd, UDP: true, ToAddr: netip.MustParseAddr("10.0.2.100"), ToPort: 53, Local: netip.AddrPortFrom(loop4, port)}); err != nil {
 		t.Fatalf("AddListener: %v", err)
 	}
 	ctx, cancel := testContext(t)

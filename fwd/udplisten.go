@@ -7,6 +7,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gopasta/gopasta/internal/header"
+	"github.com/gopasta/gopasta/internal/sock"
 )
 
 // Host-initiated UDP (-u). A datagram from a new host peer on a forwarded
@@ -40,7 +41,7 @@ func (e *Engine) udpListenerRead(l *listener) {
 	if err != nil || n == 0 {
 		return
 	}
-	to, toOK := e.target(l)
+	to, toOK := target(l)
 	t.hand = t.hand[:0]
 	w := 0
 	for i := range n {
@@ -50,8 +51,8 @@ func (e *Engine) udpListenerRead(l *listener) {
 			continue
 		}
 		ln := int(m.n)
-		peer := rawToAddrPort((*unix.RawSockaddrAny)(unsafe.Pointer(&t.names[i])))
-		local := netip.AddrPortFrom(pktDst(t.ctl[i][:m.hdr.Controllen], l.Local.Addr()), l.Local.Port())
+		peer := sock.AddrPortOf(&t.names[i])
+		local := netip.AddrPortFrom(sock.PktDst(t.ctl[i][:m.hdr.Controllen], l.Local.Addr()), l.Local.Port())
 		if t.canSplice(l, peer.Addr()) {
 			e.spliceDatagram(l, local, peer, bs[i][off:off+ln])
 			continue
@@ -119,40 +120,18 @@ func (e *Engine) udpFromHost(l *listener, local, peer, nsSide, nsPeer netip.Addr
 	return idx
 }
 
-// udpReplySocket opens a socket bound to local (the address the peer sent
-// to, on l's port) and connected to peer. The address matters when l is
-// bound to any: left to routing, a reply to a peer on another local
-// address would leave from that address, and the peer's connected socket
-// would refuse it.
+// udpReplySocket is the peer's own socket (sock.Reply) with ICMP errors
+// queued on it (IP_RECVERR), which udp.go turns into ICMP for the
+// namespace.
 func (e *Engine) udpReplySocket(l *listener, local, peer netip.AddrPort) (int, error) {
-	domain := unix.AF_INET
-	if l.V6 {
-		domain = unix.AF_INET6
-	}
-	fd, err := e.sys.socket(domain, unix.SOCK_DGRAM, 0)
+	fd, err := sock.Reply(local, l.BindIf, peer)
 	if err != nil {
 		return -1, err
 	}
-	e.sys.setsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
 	if l.V6 {
-		e.sys.setsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1)
 		e.sys.setsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_RECVERR, 1)
 	} else {
 		e.sys.setsockoptInt(fd, unix.IPPROTO_IP, unix.IP_RECVERR, 1)
-	}
-	la := local.Addr()
-	if la.IsUnspecified() {
-		la = netip.Addr{}
-	}
-	if l.BindIf != "" {
-		e.sys.bindToDevice(fd, l.BindIf)
-	}
-	if err = e.sys.bind(fd, e.sockaddr(la, local.Port(), l.V6)); err == nil {
-		err = e.sys.connect(fd, e.sockaddr(peer.Addr(), peer.Port(), l.V6))
-	}
-	if err != nil {
-		e.sys.close(fd)
-		return -1, err
 	}
 	return fd, nil
 }
@@ -178,25 +157,3 @@ func (e *Engine) spliceDatagram(l *listener, local, peer netip.AddrPort, data []
 	t.hand = append(t.hand, SpliceConn{Fd: fd, UDP: true, V6: l.V6, Peer: peer,
 		ToAddr: l.ToAddr, ToPort: l.ToPort, Data: [][]byte{cp}})
 }
-
-// pktDst returns the destination address of a datagram from its
-// IP_PKTINFO / IPV6_PKTINFO control message, or def.
-func pktDst(ctl []byte, def netip.Addr) netip.Addr {
-	for len(ctl) >= unix.SizeofCmsghdr {
-		h := (*unix.Cmsghdr)(unsafe.Pointer(&ctl[0]))
-		if h.Len < unix.SizeofCmsghdr || int(h.Len) > len(ctl) {
-			break
-		}
-		data := ctl[unix.SizeofCmsghdr:h.Len]
-		switch {
-		case h.Level == unix.IPPROTO_IP && h.Type == unix.IP_PKTINFO && len(data) >= unix.SizeofInet4Pktinfo:
-			return netip.AddrFrom4([4]byte(data[8:12]))
-		case h.Level == unix.IPPROTO_IPV6 && h.Type == unix.IPV6_PKTINFO && len(data) >= unix.SizeofInet6Pktinfo:
-			return netip.AddrFrom16([16]byte(data[0:16])).Unmap()
-		}
-		ctl = ctl[cmsgAlign(int(h.Len)):]
-	}
-	return def
-}
-
-func cmsgAlign(n int) int { return (n + 7) &^ 7 }

@@ -110,8 +110,8 @@ func forwardSplice(b *testing.B, front net.Listener, back string) {
 		}
 		fd := dupFd(b, c.(*net.TCPConn))
 		c.Close()
-		if err := r.f.ForwardTCP(fd, "tcp", dst, DialTCP); err != nil {
-			b.Errorf("ForwardTCP: %v", err)
+		if err := forwardTCP(r.f, fd, dst, dialTCP); err != nil {
+			b.Errorf("forwardTCP: %v", err)
 		}
 	}
 }

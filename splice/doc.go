@@ -1,13 +1,15 @@
-// Package splice forwards loopback-to-loopback traffic between a socket in
-// one network namespace and a socket in another without touching the TAP
-// device: TCP bytes move with splice(2) through a pipe per direction (they
-// never enter user space), UDP datagrams move with recvmmsg/sendmmsg batches.
+// Package splice owns every spliced connection and datagram: traffic
+// between loopback in one network namespace and loopback in the other that
+// never touches the TAP device. TCP bytes move with splice(2) through a
+// pipe per direction (they never enter user space); UDP datagrams move
+// with recvmmsg/sendmmsg batches.
 //
-// The caller (the engine) accepts a connection on a listener in one
-// namespace, creates the matching socket in the other namespace on that
-// namespace's thread (see Dialer, DialTCP, DialUDP) and hands both fds to a
-// Forwarder, which owns them from then on. A Forwarder runs one epoll loop on
-// a locked OS thread (Run); Add* may be called from any goroutine.
+// A Forwarder runs one epoll loop on a locked OS thread (Run). It serves
+// its own listeners (AddTCPListener, AddUDPListener: the namespace's -T and
+// -U ports, and the host's with --splice-only), accepting, dialling the
+// other side and pumping on that one thread. Pairs of sockets made
+// elsewhere (the engine's loopback peers of -t and -u) are handed over
+// with AddTCP and AddUDP from any goroutine.
 //
 // Why not io.Copy between *net.TCPConn (which splices too)? Measured with
 // the peers in other processes, as in real use, this loop moved a single

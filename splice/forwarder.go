@@ -19,17 +19,22 @@ import (
 const (
 	kindWake = iota
 	kindTimer
+	kindRetry
 	kindTCP
 	kindUDP
+	kindListen
 )
 
 func tag(kind, side int, slot int, gen uint32) unix.EpollEvent {
-	return unix.EpollEvent{Fd: int32(slot), Pad: int32(uint32(kind) | uint32(side)<<2 | gen<<3)}
+	return unix.EpollEvent{Fd: int32(slot), Pad: int32(uint32(kind) | uint32(side)<<3 | gen<<4)}
 }
+
+// nextGen is the generation after g; it wraps within the bits tag keeps.
+func nextGen(g uint32) uint32 { return (g + 1) & (1<<28 - 1) }
 
 func untag(ev *unix.EpollEvent) (kind, side, slot int, gen uint32) {
 	p := uint32(ev.Pad)
-	return int(p & 3), int(p >> 2 & 1), int(ev.Fd), p >> 3
+	return int(p & 7), int(p >> 3 & 1), int(ev.Fd), p >> 4
 }
 
 const (
@@ -69,6 +74,9 @@ type Forwarder struct {
 	ctr      counters
 
 	epfd, wakefd, timerfd int
+	retryfd               int // one-shot: paused listeners (listen.go)
+
+	lst listenTable
 
 	mu      sync.Mutex
 	pending []pendingAdd // handed over by Add*, taken by the loop
@@ -139,7 +147,7 @@ func NewForwarder(opts Options) (*Forwarder, error) {
 	f := &Forwarder{
 		opts: opts, log: log, pipeSize: size,
 		pool: newPipePool(size, opts.PipePool),
-		epfd: -1, wakefd: -1, timerfd: -1,
+		epfd: -1, wakefd: -1, timerfd: -1, retryfd: -1,
 		events: make([]unix.EpollEvent, maxEvents),
 		base:   time.Now(),
 	}
@@ -161,15 +169,15 @@ func (f *Forwarder) setup() error {
 	if f.timerfd, err = unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC); err != nil {
 		return fmt.Errorf("splice: timerfd_create: %w", err)
 	}
-	ev := tag(kindWake, 0, 0, 0)
-	ev.Events = unix.EPOLLIN
-	if err := unix.EpollCtl(f.epfd, unix.EPOLL_CTL_ADD, f.wakefd, &ev); err != nil {
-		return fmt.Errorf("splice: epoll_ctl eventfd: %w", err)
+	if f.retryfd, err = unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC); err != nil {
+		return fmt.Errorf("splice: timerfd_create: %w", err)
 	}
-	ev = tag(kindTimer, 0, 0, 0)
-	ev.Events = unix.EPOLLIN
-	if err := unix.EpollCtl(f.epfd, unix.EPOLL_CTL_ADD, f.timerfd, &ev); err != nil {
-		return fmt.Errorf("splice: epoll_ctl timerfd: %w", err)
+	for _, r := range []struct{ fd, kind int }{{f.wakefd, kindWake}, {f.timerfd, kindTimer}, {f.retryfd, kindRetry}} {
+		ev := tag(r.kind, 0, 0, 0)
+		ev.Events = unix.EPOLLIN
+		if err := unix.EpollCtl(f.epfd, unix.EPOLL_CTL_ADD, r.fd, &ev); err != nil {
+			return fmt.Errorf("splice: epoll_ctl: %w", err)
+		}
 	}
 	return nil
 }
@@ -288,6 +296,12 @@ func (f *Forwarder) cycle(events []unix.EpollEvent) {
 			var buf [8]byte
 			_, _ = unix.Read(f.timerfd, buf[:])
 			f.tick()
+		case kindRetry:
+			var buf [8]byte
+			_, _ = unix.Read(f.retryfd, buf[:])
+			f.retryListeners()
+		case kindListen:
+			f.listenEvent(slot, gen)
 		case kindTCP:
 			if c := &f.tcp[slot]; c.active && c.gen == gen {
 				f.tcpEvent(slot, side, ev.Events)
@@ -396,6 +410,7 @@ func (f *Forwarder) Close() error {
 		<-done
 	}
 	// The loop is gone: this goroutine now owns the loop state.
+	f.closeListeners()
 	f.mu.Lock()
 	list := f.pending
 	f.pending = nil
@@ -432,7 +447,7 @@ func (f *Forwarder) release(kind int) {
 }
 
 func (f *Forwarder) closeFds() {
-	for _, fd := range []*int{&f.epfd, &f.wakefd, &f.timerfd} {
+	for _, fd := range []*int{&f.epfd, &f.wakefd, &f.timerfd, &f.retryfd} {
 		closeFd(*fd)
 		*fd = -1
 	}

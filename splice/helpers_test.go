@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gopasta/gopasta/internal/sock"
 )
 
 const testTimeout = 30 * time.Second
@@ -104,8 +106,8 @@ func (r *rig) connect(t testing.TB) (client, server *net.TCPConn) {
 	}
 	a := dupFd(t, acc.(*net.TCPConn))
 	acc.Close()
-	if err := r.f.ForwardTCP(a, "tcp", addrPort(t, r.back.Addr()), DialTCP); err != nil {
-		t.Fatalf("ForwardTCP: %v", err)
+	if err := forwardTCP(r.f, a, addrPort(t, r.back.Addr()), dialTCP); err != nil {
+		t.Fatalf("forwardTCP: %v", err)
 	}
 	s, err := r.back.Accept()
 	if err != nil {
@@ -172,6 +174,19 @@ func isReset(err error) bool {
 
 func netipMust(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }
 
-func netipAddrPortZero() netip.AddrPort { return netip.AddrPort{} }
-
 func deadlineIn() time.Time { return time.Now().Add(testTimeout) }
+
+// dialTCP opens a socket connecting to dst in the calling thread's
+// namespace.
+func dialTCP(dst netip.AddrPort) (int, error) { return sock.Dial(false, dst) }
+
+// forwardTCP dials dst with dial and splices accepted (owned, reset on
+// error) to the new socket, as the port forwarding code does.
+func forwardTCP(f *Forwarder, accepted int, dst netip.AddrPort, dial func(netip.AddrPort) (int, error)) error {
+	fd, err := dial(dst)
+	if err != nil {
+		sock.Abort(accepted)
+		return err
+	}
+	return f.AddTCP(accepted, fd)
+}

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gopasta/gopasta/internal/sock"
 )
 
 // nsThread is a goroutine locked to an OS thread that unshared a fresh
@@ -101,9 +103,9 @@ func TestAcrossNamespaces(t *testing.T) {
 	innerAddr := addrPort(t, inner.Addr())
 
 	r := newRig(t, Options{})
-	// The engine's Dialer: socket creation on the namespace thread.
-	nsDial := func(network string, dst netip.AddrPort) (fd int, err error) {
-		ns.do(func() { fd, err = DialTCP(network, dst) })
+	// Port forwarding's dial: socket creation on the namespace thread.
+	nsDial := func(dst netip.AddrPort) (fd int, err error) {
+		ns.do(func() { fd, err = dialTCP(dst) })
 		return fd, err
 	}
 	c, err := net.DialTimeout("tcp", r.front.Addr().String(), testTimeout)
@@ -116,8 +118,8 @@ func TestAcrossNamespaces(t *testing.T) {
 	}
 	a := dupFd(t, acc.(*net.TCPConn))
 	acc.Close()
-	if err := r.f.ForwardTCP(a, "tcp4", innerAddr, nsDial); err != nil {
-		t.Fatalf("ForwardTCP into namespace: %v", err)
+	if err := forwardTCP(r.f, a, innerAddr, nsDial); err != nil {
+		t.Fatalf("forwardTCP into namespace: %v", err)
 	}
 	s, err := inner.Accept()
 	if err != nil {
@@ -147,7 +149,7 @@ func TestAcrossNamespaces(t *testing.T) {
 		if nsClient, err = net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)}); err != nil {
 			return
 		}
-		nsSide, err = DialUDP("udp4", netip.MustParseAddrPort("127.0.0.1:0"), addrPort(t, nsClient.LocalAddr()))
+		nsSide, err = sock.Reply(netip.MustParseAddrPort("127.0.0.1:0"), "", addrPort(t, nsClient.LocalAddr()))
 	})
 	if err != nil {
 		t.Fatalf("namespace UDP sockets: %v", err)
@@ -157,7 +159,7 @@ func TestAcrossNamespaces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hostSide, err := DialUDP("udp4", netip.AddrPort{}, addrPort(t, hostSrv.LocalAddr()))
+	hostSide, err := sock.Dial(true, addrPort(t, hostSrv.LocalAddr()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,9 @@
 package splice
 
 import (
-	"net/netip"
-
 	"golang.org/x/sys/unix"
+
+	"github.com/gopasta/gopasta/internal/sock"
 )
 
 const spliceFlags = unix.SPLICE_F_MOVE | unix.SPLICE_F_NONBLOCK
@@ -40,9 +40,9 @@ type tcpDir struct {
 // once that forwarding failed.
 func (f *Forwarder) AddTCP(a, b int) error {
 	if err := f.addTCP(a, b); err != nil {
-		abortFd(a)
+		sock.Abort(a)
 		if b != a {
-			abortFd(b)
+			sock.Abort(b)
 		}
 		return err
 	}
@@ -50,47 +50,59 @@ func (f *Forwarder) AddTCP(a, b int) error {
 }
 
 func (f *Forwarder) addTCP(a, b int) error {
-	if a < 0 || b < 0 || a == b {
-		return &SocketError{Op: "add", Fd: b, Err: unix.EBADF}
-	}
-	for _, fd := range [2]int{a, b} {
-		if err := prepareTCP(fd); err != nil {
-			return err
-		}
-	}
-	if n := f.reservedTCP.Add(1); n > int64(f.opts.MaxTCP) {
-		f.reservedTCP.Add(-1)
-		return &LimitError{What: "tcp connections", Limit: f.opts.MaxTCP}
-	}
-	p0, err := f.pool.get()
+	p, err := f.admitTCP(a, b)
 	if err != nil {
-		f.reservedTCP.Add(-1)
 		return err
 	}
-	p1, err := f.pool.get()
-	if err != nil {
-		f.pool.put(p0)
-		f.reservedTCP.Add(-1)
-		return err
-	}
-	if err := f.enqueue(pendingAdd{kind: kindTCP, fd: [2]int{a, b}, pipes: [2]*pipe{p0, p1}}); err != nil {
-		f.pool.put(p0)
-		f.pool.put(p1)
+	if err := f.enqueue(p); err != nil {
+		f.pool.put(p.pipes[0])
+		f.pool.put(p.pipes[1])
 		f.reservedTCP.Add(-1)
 		return err
 	}
 	return nil
 }
 
-// ForwardTCP dials dst in the other namespace with dial and splices the
-// accepted socket to the new one. accepted is owned (and reset on error).
-func (f *Forwarder) ForwardTCP(accepted int, network string, dst netip.AddrPort, dial Dialer) error {
-	fd, err := dial(network, dst)
+// openTCP is AddTCP on the loop itself (a listener's connection): the
+// connection starts at once, without a hand-over.
+func (f *Forwarder) openTCP(a, b int) error {
+	p, err := f.admitTCP(a, b)
 	if err != nil {
-		abortFd(accepted)
+		sock.Abort(a)
+		sock.Abort(b)
 		return err
 	}
-	return f.AddTCP(accepted, fd)
+	f.startTCP(&p)
+	return nil
+}
+
+// admitTCP checks and prepares the two sockets of a connection and takes
+// its slot and pipes.
+func (f *Forwarder) admitTCP(a, b int) (pendingAdd, error) {
+	if a < 0 || b < 0 || a == b {
+		return pendingAdd{}, &SocketError{Op: "add", Fd: b, Err: unix.EBADF}
+	}
+	for _, fd := range [2]int{a, b} {
+		if err := prepareTCP(fd); err != nil {
+			return pendingAdd{}, err
+		}
+	}
+	if n := f.reservedTCP.Add(1); n > int64(f.opts.MaxTCP) {
+		f.reservedTCP.Add(-1)
+		return pendingAdd{}, &LimitError{What: "tcp connections", Limit: f.opts.MaxTCP}
+	}
+	p0, err := f.pool.get()
+	if err != nil {
+		f.reservedTCP.Add(-1)
+		return pendingAdd{}, err
+	}
+	p1, err := f.pool.get()
+	if err != nil {
+		f.pool.put(p0)
+		f.reservedTCP.Add(-1)
+		return pendingAdd{}, err
+	}
+	return pendingAdd{kind: kindTCP, fd: [2]int{a, b}, pipes: [2]*pipe{p0, p1}}, nil
 }
 
 func prepareTCP(fd int) error {
@@ -113,16 +125,6 @@ func prepareTCP(fd int) error {
 	return nil
 }
 
-// abortFd closes fd so that its peer sees a reset rather than an orderly
-// end of stream.
-func abortFd(fd int) {
-	if fd < 0 {
-		return
-	}
-	_ = unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
-	unix.Close(fd)
-}
-
 func (f *Forwarder) startTCP(p *pendingAdd) {
 	var slot int
 	if n := len(f.tcpFree); n > 0 {
@@ -133,7 +135,7 @@ func (f *Forwarder) startTCP(p *pendingAdd) {
 		f.tcp = append(f.tcp, tcpConn{})
 	}
 	c := &f.tcp[slot]
-	gen := c.gen + 1
+	gen := nextGen(c.gen)
 	*c = tcpConn{fd: p.fd, gen: gen, active: true, last: f.now}
 	c.dir[0].p, c.dir[1].p = p.pipes[0], p.pipes[1]
 	f.ctr.tcpActive.Add(1)
@@ -269,7 +271,7 @@ func (f *Forwarder) tcpClose(slot int, abort bool) {
 		// registration alive past close.
 		_ = unix.EpollCtl(f.epfd, unix.EPOLL_CTL_DEL, c.fd[side], nil)
 		if abort {
-			abortFd(c.fd[side])
+			sock.Abort(c.fd[side])
 		} else {
 			unix.Close(c.fd[side])
 		}

@@ -286,8 +286,8 @@ func TestTCPConnectRefused(t *testing.T) {
 	}
 	a := dupFd(t, acc.(*net.TCPConn))
 	acc.Close()
-	if err := r.f.ForwardTCP(a, "tcp", dst, DialTCP); err != nil {
-		t.Fatalf("ForwardTCP: got %v, want nil (the connect fails later)", err)
+	if err := forwardTCP(r.f, a, dst, dialTCP); err != nil {
+		t.Fatalf("forwardTCP: got %v, want nil (the connect fails later)", err)
 	}
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	_, err = c.Read(make([]byte, 1))
@@ -310,7 +310,7 @@ func TestTCPLimit(t *testing.T) {
 	}
 	a := dupFd(t, acc.(*net.TCPConn))
 	acc.Close()
-	err = r.f.ForwardTCP(a, "tcp", addrPort(t, r.back.Addr()), DialTCP)
+	err = forwardTCP(r.f, a, addrPort(t, r.back.Addr()), dialTCP)
 	var le *LimitError
 	if !errors.As(err, &le) || le.Limit != 1 {
 		t.Fatalf("second connection: got %v, want *LimitError with limit 1", err)
@@ -374,29 +374,5 @@ func TestAddErrors(t *testing.T) {
 	}
 	if _, err := NewForwarder(Options{PipeSize: -1}); err == nil {
 		t.Errorf("NewForwarder(PipeSize -1): got nil error, want one")
-	}
-}
-
-func TestDialErrors(t *testing.T) {
-	for _, tc := range []struct {
-		network, dst string
-	}{
-		{"tcp4", "[::1]:80"},
-		{"tcp6", "127.0.0.1:80"},
-		{"udp", "127.0.0.1:80"},
-		{"sctp", "127.0.0.1:80"},
-		{"tcp", "127.0.0.1:0"},
-		{"", "127.0.0.1:80"},
-	} {
-		t.Run(tc.network+" "+tc.dst, func(t *testing.T) {
-			fd, err := DialTCP(tc.network, netipMust(tc.dst))
-			if err == nil {
-				unix.Close(fd)
-				t.Errorf("DialTCP(%q, %s): got fd %d, want an error", tc.network, tc.dst, fd)
-			}
-		})
-	}
-	if _, err := DialTCP("tcp", netipAddrPortZero()); err == nil {
-		t.Errorf("DialTCP with zero address: got nil error, want one")
 	}
 }

@@ -16,6 +16,11 @@ type udpFlow struct {
 	gen    uint32
 	active bool
 	last   int64
+	// A flow a UDP listener made: the listener's slot + 1 and
+	// generation, and the peer it is for (listen.go).
+	lis  int32
+	lgen uint32
+	peer netip.AddrPort
 }
 
 // mmsgBatch is the loop's one set of datagram buffers, shared by all flows
@@ -62,6 +67,34 @@ func (f *Forwarder) AddUDP(a, b int) error {
 }
 
 func (f *Forwarder) addUDP(a, b int) error {
+	if err := f.admitUDP(a, b); err != nil {
+		return err
+	}
+	if err := f.enqueue(pendingAdd{kind: kindUDP, fd: [2]int{a, b}}); err != nil {
+		f.reservedUDP.Add(-1)
+		return err
+	}
+	return nil
+}
+
+// openUDP is AddUDP on the loop itself (a listener's new peer): the flow
+// starts at once and its slot is returned.
+func (f *Forwarder) openUDP(a, b int) (int, error) {
+	if err := f.admitUDP(a, b); err != nil {
+		closeFd(a)
+		closeFd(b)
+		return -1, err
+	}
+	slot := f.startUDP(&pendingAdd{kind: kindUDP, fd: [2]int{a, b}})
+	if slot < 0 {
+		return -1, &SocketError{Op: "epoll_ctl", Fd: a, Err: unix.EINVAL}
+	}
+	return slot, nil
+}
+
+// admitUDP checks and prepares the two sockets of a flow and takes its
+// slot in the bounded table.
+func (f *Forwarder) admitUDP(a, b int) error {
 	if a < 0 || b < 0 || a == b {
 		return &SocketError{Op: "add", Fd: b, Err: unix.EBADF}
 	}
@@ -81,25 +114,12 @@ func (f *Forwarder) addUDP(a, b int) error {
 		f.reservedUDP.Add(-1)
 		return &LimitError{What: "udp flows", Limit: f.opts.MaxUDP}
 	}
-	if err := f.enqueue(pendingAdd{kind: kindUDP, fd: [2]int{a, b}}); err != nil {
-		f.reservedUDP.Add(-1)
-		return err
-	}
 	return nil
 }
 
-// ForwardUDP dials dst in the other namespace with dial and forwards
-// between conn (a connected UDP socket, owned from now on) and the new one.
-func (f *Forwarder) ForwardUDP(conn int, network string, dst netip.AddrPort, dial Dialer) error {
-	fd, err := dial(network, dst)
-	if err != nil {
-		closeFd(conn)
-		return err
-	}
-	return f.AddUDP(conn, fd)
-}
-
-func (f *Forwarder) startUDP(p *pendingAdd) {
+// startUDP registers a flow and returns its slot, or -1 when it could not
+// (the flow is closed then).
+func (f *Forwarder) startUDP(p *pendingAdd) int {
 	if f.udpBatch == nil {
 		f.udpBatch = newMmsgBatch(f.opts.UDPBatch)
 	}
@@ -112,7 +132,7 @@ func (f *Forwarder) startUDP(p *pendingAdd) {
 		f.udp = append(f.udp, udpFlow{})
 	}
 	u := &f.udp[slot]
-	gen := u.gen + 1
+	gen := nextGen(u.gen)
 	*u = udpFlow{fd: p.fd, gen: gen, active: true, last: f.now}
 	f.ctr.udpActive.Add(1)
 	f.ctr.udpTotal.Add(1)
@@ -122,10 +142,11 @@ func (f *Forwarder) startUDP(p *pendingAdd) {
 		if err := unix.EpollCtl(f.epfd, unix.EPOLL_CTL_ADD, u.fd[side], &ev); err != nil {
 			f.log.Warn("splice: epoll_ctl add udp socket", "fd", u.fd[side], "err", err)
 			f.udpClose(slot)
-			return
+			return -1
 		}
 	}
 	f.armTimer()
+	return slot
 }
 
 func (f *Forwarder) udpEvent(slot, side int, events uint32) {
@@ -193,6 +214,7 @@ func mmsg(trap uintptr, fd int, msgs []unix.Mmsghdr, flags int) (int, error) {
 
 func (f *Forwarder) udpClose(slot int) {
 	u := &f.udp[slot]
+	f.forgetFlow(u)
 	for side := 0; side < 2; side++ {
 		_ = unix.EpollCtl(f.epfd, unix.EPOLL_CTL_DEL, u.fd[side], nil)
 		unix.Close(u.fd[side])

@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"fmt"
 	"net"
-	"net/netip"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gopasta/gopasta/internal/sock"
 )
 
 // udpRig: client <-> a (host side, connected to the client) ~ Forwarder ~
@@ -33,14 +34,16 @@ func newUDPRig(t *testing.T, opts Options) *udpRig {
 	deadline := time.Now().Add(testTimeout)
 	r.client.SetDeadline(deadline)
 	r.server.SetDeadline(deadline)
-	a, err := DialUDP("udp", netipMust("127.0.0.1:0"), addrPort(t, r.client.LocalAddr()))
+	a, err := sock.Reply(netipMust("127.0.0.1:0"), "", addrPort(t, r.client.LocalAddr()))
 	if err != nil {
-		t.Fatalf("DialUDP a: %v", err)
+		t.Fatalf("sock.Reply: %v", err)
 	}
-	if err := r.f.ForwardUDP(a, "udp4", addrPort(t, r.server.LocalAddr()), func(network string, dst netip.AddrPort) (int, error) {
-		return DialUDP(network, netipAddrPortZero(), dst)
-	}); err != nil {
-		t.Fatalf("ForwardUDP: %v", err)
+	b, err := sock.Dial(true, addrPort(t, r.server.LocalAddr()))
+	if err != nil {
+		t.Fatalf("sock.Dial: %v", err)
+	}
+	if err := r.f.AddUDP(a, b); err != nil {
+		t.Fatalf("AddUDP: %v", err)
 	}
 	sa, err := unix.Getsockname(a)
 	if err != nil {

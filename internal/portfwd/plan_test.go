@@ -1,4 +1,4 @@
-package main
+package portfwd
 
 import (
 	"errors"
@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gopasta/gopasta/internal/config"
+	"github.com/gopasta/gopasta/internal/sock"
 )
 
 // planStrings renders plans compactly for table tests.
@@ -35,12 +36,12 @@ func mustSpec(t *testing.T, specs ...string) config.PortSpec {
 }
 
 func TestPlanStatic(t *testing.T) {
-	both := sideFacts{v4: true, v6: true}
+	both := side{v4: true, v6: true}
 	tests := []struct {
 		name  string
 		specs []string
 		udp   bool
-		f     sideFacts
+		f     side
 		want  []string // first entries (all when len(want) == count)
 		count int
 	}{
@@ -48,28 +49,28 @@ func TestPlanStatic(t *testing.T) {
 			[]string{"TCP 0.0.0.0:8080->8080 strict", "TCP :::8080->8080 strict"}, 2},
 		{"podman range", []string{"8080-8080:80-80"}, false, both,
 			[]string{"TCP 0.0.0.0:8080->80 strict", "TCP :::8080->80 strict"}, 2},
-		{"mapped range", []string{"22-23:32-33"}, false, sideFacts{v4: true},
+		{"mapped range", []string{"22-23:32-33"}, false, side{v4: true},
 			[]string{"TCP 0.0.0.0:22->32", "TCP 0.0.0.0:23->33"}, 2},
 		{"address and interface", []string{"192.0.2.1%eth0/22"}, false, both,
 			[]string{"TCP 192.0.2.1%eth0:22->22 strict"}, 1},
-		{"interface only", []string{"%eth0/22"}, false, sideFacts{v4: true},
+		{"interface only", []string{"%eth0/22"}, false, side{v4: true},
 			[]string{"TCP 0.0.0.0%eth0:22->22 strict"}, 1},
 		{"target address", []string{"0.0.0.0/5000:192.0.2.5/6000"}, false, both,
 			[]string{"TCP 0.0.0.0:5000->192.0.2.5/6000 strict"}, 1},
-		{"exclusion", []string{"2000-5000,~3000-3010"}, false, sideFacts{v4: true},
+		{"exclusion", []string{"2000-5000,~3000-3010"}, false, side{v4: true},
 			[]string{"TCP 0.0.0.0:2000->2000"}, 3001 - 11},
-		{"ipv6 only family", []string{"80"}, false, sideFacts{v6: true},
+		{"ipv6 only family", []string{"80"}, false, side{v6: true},
 			[]string{"TCP :::80->80 strict"}, 1},
-		{"v4 address with v6 only", []string{"192.0.2.1/80"}, false, sideFacts{v6: true}, nil, 0},
-		{"loopback only (namespace side)", []string{"53"}, true, sideFacts{v4: true, v6: true, loopbackOnly: true},
+		{"v4 address with v6 only", []string{"192.0.2.1/80"}, false, side{v6: true}, nil, 0},
+		{"loopback only (namespace side)", []string{"53"}, true, side{v4: true, v6: true, loopbackOnly: true},
 			[]string{"UDP 127.0.0.1:53->53 strict", "UDP ::1:53->53 strict"}, 2},
 		{"none", []string{"none"}, false, both, nil, 0},
 		{"auto only", []string{"auto"}, false, both, nil, 0},
-		{"auto and static", []string{"8000-8001,auto"}, false, sideFacts{v4: true},
+		{"auto and static", []string{"8000-8001,auto"}, false, side{v4: true},
 			[]string{"TCP 0.0.0.0:8000->8000", "TCP 0.0.0.0:8001->8001"}, 2},
-		{"all, weak", []string{"all"}, false, sideFacts{v4: true},
+		{"all, weak", []string{"all"}, false, side{v4: true},
 			[]string{"TCP 0.0.0.0:1->1", "TCP 0.0.0.0:2->2"}, 29999},
-		{"exclusions only", []string{"~22"}, false, sideFacts{v4: true},
+		{"exclusions only", []string{"~22"}, false, side{v4: true},
 			[]string{"TCP 0.0.0.0:1->1"}, 29998},
 	}
 	for _, tc := range tests {
@@ -88,9 +89,9 @@ func TestPlanStatic(t *testing.T) {
 
 func TestPlanStaticExclusionSkipsPorts(t *testing.T) {
 	spec := mustSpec(t, "2000-5000,~3000-3010")
-	for _, p := range planStatic(&spec, false, sideFacts{v4: true}) {
-		if p.port >= 3000 && p.port <= 3010 {
-			t.Fatalf("got a socket for excluded port %d", p.port)
+	for _, p := range planStatic(&spec, false, side{v4: true}) {
+		if p.Port >= 3000 && p.Port <= 3010 {
+			t.Fatalf("got a socket for excluded port %d", p.Port)
 		}
 	}
 }
@@ -98,13 +99,13 @@ func TestPlanStaticExclusionSkipsPorts(t *testing.T) {
 func TestPlanUDPFromTCP(t *testing.T) {
 	tcp := mustSpec(t, "8080:80")
 	udp := config.MergeUDPFromTCP(tcp, config.PortSpec{})
-	got := planStrings(planStatic(&udp, true, sideFacts{v4: true}))
+	got := planStrings(planStatic(&udp, true, side{v4: true}))
 	// The copy keeps the port number (no translation) and is weak.
 	if want := []string{"UDP 0.0.0.0:8080->8080"}; !slices.Equal(got, want) {
 		t.Errorf("got %q, want %q", got, want)
 	}
 	none := config.MergeUDPFromTCP(tcp, mustSpec(t, "none"))
-	if got := planStatic(&none, true, sideFacts{v4: true}); len(got) != 0 {
+	if got := planStatic(&none, true, side{v4: true}); len(got) != 0 {
 		t.Errorf("got %d UDP sockets with -u none, want 0", len(got))
 	}
 }
@@ -128,7 +129,7 @@ func TestPlanAuto(t *testing.T) {
 	}
 	for _, tc := range tests {
 		spec := mustSpec(t, tc.specs...)
-		got := planStrings(planAuto(&spec, false, sideFacts{v4: true}, &listening))
+		got := planStrings(planAuto(&spec, false, side{v4: true}, &listening))
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("%q: got %q, want %q", tc.specs, got, tc.want)
 		}
@@ -207,7 +208,7 @@ func TestForwardErrorText(t *testing.T) {
 }
 
 func TestBindFailureFatal(t *testing.T) {
-	strict := listenPlan{strict: true, v6: true, anyAddr: true}
+	strict := listenPlan{Listen: sock.Listen{V6: true}, strict: true, anyAddr: true}
 	if bindFailureFatal(strict, unix.EAFNOSUPPORT) {
 		t.Error("no IPv6 on the host for an unscoped port: got fatal, want a warning")
 	}
@@ -216,24 +217,5 @@ func TestBindFailureFatal(t *testing.T) {
 	}
 	if bindFailureFatal(listenPlan{}, unix.EADDRINUSE) {
 		t.Error("range port in use: got fatal, want a warning")
-	}
-}
-
-// TestBindPlanFreebind: with --freebind a forwarded port binds an address
-// the host does not have (yet); without it the kernel refuses.
-func TestBindPlanFreebind(t *testing.T) {
-	for _, a := range []string{"198.51.100.77", "2001:db8:77::1"} {
-		addr := netip.MustParseAddr(a)
-		p := listenPlan{v6: addr.Is6(), addr: addr, port: 0}
-		if fd, err := bindPlan(p); err == nil {
-			unix.Close(fd)
-			t.Fatalf("%s: bind without --freebind succeeded, want EADDRNOTAVAIL", a)
-		}
-		p.freebind = true
-		fd, err := bindPlan(p)
-		if err != nil {
-			t.Fatalf("%s: bind with --freebind: %v", a, err)
-		}
-		unix.Close(fd)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package run
 
 import (
 	"bytes"
@@ -41,11 +41,6 @@ func TestVhostStatAttrs(t *testing.T) {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("got %q, want it to contain %q", buf.String(), want)
 		}
-	}
-	// integration_vhost_test.go reads this line back.
-	m, ok := vhStats(strings.Replace(buf.String(), "vhost stats", "vhost stats at exit", 1))
-	if !ok || m["rx_calls"] != "4" {
-		t.Errorf("vhStats: got %v, %v; want rx_calls=4", m, ok)
 	}
 }
 

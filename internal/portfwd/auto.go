@@ -1,9 +1,12 @@
-package main
+package portfwd
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/gopasta/gopasta/internal/config"
@@ -14,7 +17,7 @@ import (
 // Auto forwarding: every autoInterval, read which ports the other side
 // listens on and open or close listeners to match (pasta's "auto").
 
-func (pf *portFwd) autoLoop(ctx context.Context) {
+func (pf *Forwarder) autoLoop(ctx context.Context) {
 	defer pf.wg.Done()
 	t := time.NewTicker(autoInterval)
 	defer t.Stop()
@@ -34,12 +37,12 @@ func (pf *portFwd) autoLoop(ctx context.Context) {
 // thread: the socket keeps the namespace it was made in), so that scans
 // neither parse /proc text nor hop to the namespace thread. A side where
 // it fails keeps reading /proc.
-func (pf *portFwd) openDiag() {
+func (pf *Forwarder) openDiag() {
 	var err error
 	if pf.diagHost, err = sockdiag.Open(); err != nil {
 		pf.log.Debug("auto forwarding: inet_diag unavailable on the host, reading /proc", "err", err)
 	}
-	err = pf.th.Do(func() (err error) {
+	err = pf.cfg.InNS(func() (err error) {
 		pf.diagNS, err = sockdiag.Open()
 		return err
 	})
@@ -111,60 +114,73 @@ func without(s, own *config.PortSet) config.PortSet {
 	return out
 }
 
-// scan runs one auto forwarding round.
-func (pf *portFwd) scan() {
-	needNS := pf.tcp.Mode == config.PortsAuto || pf.udp.Mode == config.PortsAuto
-	needHost := pf.tcpNS.Mode == config.PortsAuto || pf.udpNS.Mode == config.PortsAuto
+// ports reads the listening TCP and bound UDP ports of one side:
+// Config.Listening if set, else inet_diag, else the /proc tables.
+func (pf *Forwarder) ports(nsSide bool) (tcp, udp config.PortSet, err error) {
+	if pf.cfg.Listening != nil {
+		return pf.cfg.Listening(nsSide)
+	}
+	c := &pf.diagHost
+	if nsSide {
+		c = &pf.diagNS
+	}
+	if tcp, udp, ok := listening(c); ok {
+		return tcp, udp, nil
+	}
+	if !nsSide {
+		tcp, udp = readTables("/proc/self/net")
+		return tcp, udp, nil
+	}
+	// /proc/self/net is the thread group leader's namespace; the
+	// namespace thread's own tables are under thread-self.
+	err = pf.cfg.InNS(func() error {
+		tcp, udp = readTables("/proc/thread-self/net")
+		return nil
+	})
+	return tcp, udp, err
+}
+
+// scan runs one auto forwarding round: the namespace's ports drive the
+// host's auto listeners (-t, -u auto), the host's ports the namespace's
+// (-T, -U auto).
+func (pf *Forwarder) scan() {
+	r := &pf.cfg.Rules
 	eph := config.DefaultEphemeral
-	if r, err := config.ReadEphemeralRange(); err == nil {
-		eph = r
+	if e, err := config.ReadEphemeralRange(); err == nil {
+		eph = e
 	}
-	pf.mu.Lock()
-	ownNS := pf.ownNS
-	pf.mu.Unlock()
-	if needNS {
-		tcp, udp, ok := listening(&pf.diagNS)
-		var err error
-		if !ok {
-			// /proc/self/net is the thread group leader's namespace;
-			// the namespace thread's own tables are under thread-self.
-			err = pf.th.Do(func() error {
-				tcp, udp = readTables("/proc/thread-self/net")
-				return nil
-			})
+	for _, s := range []struct {
+		nsSide   bool // where the auto listeners are
+		tcp, udp *config.PortSpec
+	}{{false, &r.TCP, &r.UDP}, {true, &r.TCPNS, &r.UDPNS}} {
+		if s.tcp.Mode != config.PortsAuto && s.udp.Mode != config.PortsAuto {
+			continue
 		}
-		if err == nil {
-			tcpW := without(&tcp, &ownNS[0])
-			udpAll := autoUDPSet(&udp, &tcp, eph)
-			udpW := without(&udpAll, &ownNS[1])
-			pf.sync(false, false, planAuto(&pf.tcp, false, pf.host, &tcpW))
-			pf.sync(false, true, planAuto(&pf.udp, true, pf.host, &udpW))
-		}
-	}
-	if needHost {
-		// Read after the namespace round: it may have just opened host
-		// listeners, which must not be mirrored back.
+		// The other side's ports include our own listeners there, which
+		// must not be mirrored back; read them after the previous round,
+		// which may have just opened some.
 		pf.mu.Lock()
-		ownHost := pf.ownHost
+		own := *pf.own(!s.nsSide)
 		pf.mu.Unlock()
-		tcp, udp, ok := listening(&pf.diagHost)
-		if !ok {
-			tcp, udp = readTables("/proc/self/net")
+		tcp, udp, err := pf.ports(!s.nsSide)
+		if err != nil {
+			continue
 		}
-		tcpW := without(&tcp, &ownHost[0])
+		tcpW := without(&tcp, &own[0])
 		udpAll := autoUDPSet(&udp, &tcp, eph)
-		udpW := without(&udpAll, &ownHost[1])
-		pf.sync(true, false, planAuto(&pf.tcpNS, false, pf.nsSide, &tcpW))
-		pf.sync(true, true, planAuto(&pf.udpNS, true, pf.nsSide, &udpW))
+		udpW := without(&udpAll, &own[1])
+		f := pf.side(s.nsSide)
+		pf.sync(s.nsSide, false, planAuto(s.tcp, false, f, &tcpW))
+		pf.sync(s.nsSide, true, planAuto(s.udp, true, f, &udpW))
 	}
 }
 
 // sync opens the auto listeners of want that are missing on one side and
 // closes those no longer wanted.
-func (pf *portFwd) sync(nsSide, udp bool, want []listenPlan) {
+func (pf *Forwarder) sync(nsSide, udp bool, want []listenPlan) {
 	byPort := map[uint16][]listenPlan{}
 	for _, p := range want {
-		byPort[p.port] = append(byPort[p.port], p)
+		byPort[p.Port] = append(byPort[p.Port], p)
 	}
 	pf.mu.Lock()
 	if pf.closed {
@@ -195,10 +211,7 @@ func (pf *portFwd) sync(nsSide, udp bool, want []listenPlan) {
 	for _, c := range gone {
 		c()
 	}
-	own := &pf.ownHost
-	if nsSide {
-		own = &pf.ownNS
-	}
+	own := pf.own(nsSide)
 	for _, k := range stale {
 		pf.mu.Lock()
 		clearPort(&own[b2i(udp)], k.port)
@@ -208,7 +221,7 @@ func (pf *portFwd) sync(nsSide, udp bool, want []listenPlan) {
 	for _, port := range fresh {
 		var cs []closer
 		for _, p := range byPort[port] {
-			c, err := pf.open(p, nsSide)
+			c, err := pf.open(p)
 			if err != nil {
 				pf.log.Debug("auto forwarding: cannot bind", "port", port, "err", err)
 				continue
@@ -235,3 +248,44 @@ func (pf *portFwd) sync(nsSide, udp bool, want []listenPlan) {
 
 // clearPort removes p from s (PortSet has no Remove).
 func clearPort(s *config.PortSet, p uint16) { s[p>>6] &^= 1 << (p & 63) }
+
+// TCP and UDP socket states in /proc/net/{tcp,udp}: listening TCP, and
+// unconnected UDP (a server's socket).
+const (
+	procStateListen = 0x0a
+	procStateUnconn = 0x07
+)
+
+// parseProcNet adds to set the local port of every socket in a
+// /proc/net/{tcp,tcp6,udp,udp6} table whose state is state. Malformed lines
+// are skipped: the kernel's format is fixed, but a bad line must not stop
+// forwarding of the others.
+func parseProcNet(content []byte, state uint8, set *config.PortSet) {
+	sc := bufio.NewScanner(bytes.NewReader(content))
+	sc.Buffer(make([]byte, 0, 512), 4096)
+	first := true
+	for sc.Scan() {
+		if first { // header line
+			first = false
+			continue
+		}
+		f := bytes.Fields(sc.Bytes())
+		if len(f) < 4 {
+			continue
+		}
+		st, err := strconv.ParseUint(string(f[3]), 16, 8)
+		if err != nil || uint8(st) != state {
+			continue
+		}
+		local := f[1]
+		i := bytes.LastIndexByte(local, ':')
+		if i < 0 {
+			continue
+		}
+		port, err := strconv.ParseUint(string(local[i+1:]), 16, 16)
+		if err != nil || port == 0 {
+			continue
+		}
+		set.Add(uint16(port))
+	}
+}

@@ -1,4 +1,4 @@
-package main
+package run
 
 // --vhost and --tap-napi: how the engine's link to the namespace is built.
 // Plain TAP I/O is one read(2)/write(2) per frame on gopasta's thread; with

@@ -1,39 +1,35 @@
-package main
+package portfwd
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"net/netip"
-	"strconv"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/gopasta/gopasta/internal/config"
+	"github.com/gopasta/gopasta/internal/sock"
 )
 
 // Port forwarding plans: which sockets the -t, -u, -T and -U rules ask for.
-// Planning is a pure function of the rules and a few facts, so every spec
-// form is unit-tested without a namespace; forward.go opens what the plan
-// says.
+// Planning is a pure function of the rules and a few facts about a side,
+// so every spec form is unit-tested without a namespace; route.go opens
+// what the plan says.
 
-// sideFacts are what planning needs to know about one side.
-type sideFacts struct {
+// side is what planning needs to know about one side.
+type side struct {
 	v4, v6 bool // families in use (-4, -6)
 	// loopbackOnly: binds without an address go to 127.0.0.1 and ::1
 	// instead of any (namespace-side listeners, and --splice-only).
 	loopbackOnly bool
+	isNS         bool // the namespace's side (-T, -U)
 }
 
 // listenPlan is one socket to open.
 type listenPlan struct {
-	udp    bool
-	v6     bool
-	addr   netip.Addr // bind address: 0.0.0.0 / :: for any
-	ifname string
-	port   uint16
+	sock.Listen
+	nsSide bool
 	toAddr netip.Addr // target address, invalid = the usual one
 	toPort uint16
 	// strict: a single port the user named; failing to bind it is fatal.
@@ -42,13 +38,10 @@ type listenPlan struct {
 	// anyAddr: bound to any address because the rule gave none, so a
 	// family the host lacks is not an error.
 	anyAddr bool
-	// freebind (--freebind): the bind address need not exist yet, for a
-	// host address that comes up later (a VPN, DHCP).
-	freebind bool
 }
 
 func (p listenPlan) proto() string {
-	if p.udp {
+	if p.UDP {
 		return "UDP"
 	}
 	return "TCP"
@@ -60,15 +53,20 @@ func (p listenPlan) String() string {
 		to = p.toAddr.String() + "/"
 	}
 	dev := ""
-	if p.ifname != "" {
-		dev = "%" + p.ifname
+	if p.Ifname != "" {
+		dev = "%" + p.Ifname
 	}
-	return fmt.Sprintf("%s %s%s:%d->%s%d", p.proto(), p.addr, dev, p.port, to, p.toPort)
+	return fmt.Sprintf("%s %s%s:%d->%s%d", p.proto(), p.Addr, dev, p.Port, to, p.toPort)
+}
+
+// err wraps a failure to open p.
+func (p listenPlan) err(err error) error {
+	return &ForwardError{Proto: p.proto(), Addr: p.Addr, Port: p.Port, Err: err}
 }
 
 // bindAddrs lists the addresses a rule binds: its own, else any (or
 // loopback) in each family in use.
-func bindAddrs(r *config.PortRule, f sideFacts) []netip.Addr {
+func bindAddrs(r *config.PortRule, f side) []netip.Addr {
 	if r.BindAddr.IsValid() {
 		a := r.BindAddr.Unmap()
 		if (a.Is4() && !f.v4) || (a.Is6() && !f.v6) {
@@ -95,7 +93,7 @@ func bindAddrs(r *config.PortRule, f sideFacts) []netip.Addr {
 }
 
 // planStatic expands the static rules of spec into sockets.
-func planStatic(spec *config.PortSpec, udp bool, f sideFacts) []listenPlan {
+func planStatic(spec *config.PortSpec, udp bool, f side) []listenPlan {
 	if spec.Mode == config.PortsNone || spec.Mode == config.PortsUnset {
 		return nil
 	}
@@ -109,8 +107,8 @@ func planStatic(spec *config.PortSpec, udp bool, f sideFacts) []listenPlan {
 		for p := int(r.First); p <= int(r.Last); p++ {
 			for _, a := range addrs {
 				out = append(out, listenPlan{
-					udp: udp, v6: a.Is6(), addr: a, ifname: r.BindIf,
-					port: uint16(p), toAddr: r.ToAddr.Unmap(),
+					Listen: sock.Listen{UDP: udp, V6: a.Is6(), Addr: a, Ifname: r.BindIf, Port: uint16(p)},
+					nsSide: f.isNS, toAddr: r.ToAddr.Unmap(),
 					toPort:  r.ToFirst + uint16(p-int(r.First)),
 					strict:  !r.Weak && r.First == r.Last,
 					anyAddr: !r.BindAddr.IsValid(),
@@ -123,7 +121,7 @@ func planStatic(spec *config.PortSpec, udp bool, f sideFacts) []listenPlan {
 
 // planAuto lists the sockets auto forwarding wants while the ports in
 // listening are in use on the other side (own excluded by the caller).
-func planAuto(spec *config.PortSpec, udp bool, f sideFacts, listening *config.PortSet) []listenPlan {
+func planAuto(spec *config.PortSpec, udp bool, f side, listening *config.PortSet) []listenPlan {
 	if spec.Mode != config.PortsAuto {
 		return nil
 	}
@@ -140,53 +138,13 @@ func planAuto(spec *config.PortSpec, udp bool, f sideFacts, listening *config.Po
 				continue
 			}
 			for _, a := range addrs {
-				out = append(out, listenPlan{udp: udp, v6: a.Is6(), addr: a, ifname: r.BindIf,
-					port: port, toPort: port, anyAddr: !r.BindAddr.IsValid()})
+				out = append(out, listenPlan{
+					Listen: sock.Listen{UDP: udp, V6: a.Is6(), Addr: a, Ifname: r.BindIf, Port: port},
+					nsSide: f.isNS, toPort: port, anyAddr: !r.BindAddr.IsValid()})
 			}
 		}
 	}
 	return out
-}
-
-// TCP and UDP socket states in /proc/net/{tcp,udp}: listening TCP, and
-// unconnected UDP (a server's socket).
-const (
-	procStateListen = 0x0a
-	procStateUnconn = 0x07
-)
-
-// parseProcNet adds to set the local port of every socket in a
-// /proc/net/{tcp,tcp6,udp,udp6} table whose state is state. Malformed lines
-// are skipped: the kernel's format is fixed, but a bad line must not stop
-// forwarding of the others.
-func parseProcNet(content []byte, state uint8, set *config.PortSet) {
-	sc := bufio.NewScanner(bytes.NewReader(content))
-	sc.Buffer(make([]byte, 0, 512), 4096)
-	first := true
-	for sc.Scan() {
-		if first { // header line
-			first = false
-			continue
-		}
-		f := bytes.Fields(sc.Bytes())
-		if len(f) < 4 {
-			continue
-		}
-		st, err := strconv.ParseUint(string(f[3]), 16, 8)
-		if err != nil || uint8(st) != state {
-			continue
-		}
-		local := f[1]
-		i := bytes.LastIndexByte(local, ':')
-		if i < 0 {
-			continue
-		}
-		port, err := strconv.ParseUint(string(local[i+1:]), 16, 16)
-		if err != nil || port == 0 {
-			continue
-		}
-		set.Add(uint16(port))
-	}
 }
 
 // ForwardError says that a port could not be forwarded.
@@ -227,7 +185,7 @@ func bindFailureFatal(p listenPlan, err error) bool {
 	}
 	// Any address in a family the machine does not have (no IPv6) is
 	// not what the user asked about.
-	if p.anyAddr && p.v6 && (errors.Is(err, unix.EAFNOSUPPORT) || errors.Is(err, unix.EADDRNOTAVAIL)) {
+	if p.anyAddr && p.V6 && (errors.Is(err, unix.EAFNOSUPPORT) || errors.Is(err, unix.EADDRNOTAVAIL)) {
 		return false
 	}
 	return true

@@ -1,4 +1,4 @@
-package main
+package run
 
 import (
 	"context"
@@ -12,15 +12,27 @@ import (
 	"time"
 
 	"github.com/gopasta/gopasta/fwd"
+	"github.com/gopasta/gopasta/internal/cmdline"
 	"github.com/gopasta/gopasta/internal/config"
 	"github.com/gopasta/gopasta/internal/logging"
+	"github.com/gopasta/gopasta/internal/portfwd"
 	"github.com/gopasta/gopasta/ns"
 	"github.com/gopasta/gopasta/tap"
 )
 
-// run carries out a validated configuration and returns the exit status:
+// Main is gopasta: it parses args (os.Args, program name first), runs and
+// returns the process exit status. In spawn mode gopasta re-executes
+// itself as the namespace's init; that copy never returns from Main.
+func Main(args []string) int {
+	if ns.IsInitStub() {
+		ns.InitStubMain()
+	}
+	return cmdline.Main(args, os.Stdout, os.Stderr, Run)
+}
+
+// Run carries out a validated configuration and returns the exit status:
 // the command's in spawn mode, 0 in attach mode once the namespace is gone.
-func run(cfg *config.Config) (int, error) {
+func Run(cfg *config.Config) (int, error) {
 	// Joining a network namespace takes CAP_SYS_ADMIN in our own user
 	// namespace. Without it, run again as root of a user namespace: a new
 	// one that will own the spawned namespaces, or the target's own.
@@ -158,10 +170,19 @@ func run(cfg *config.Config) (int, error) {
 		}()
 	}
 
-	// Port forwarding (-t, -u, -T, -U; forward.go): listeners open
-	// before the command starts or the pid file says we are ready.
-	pf, err := startForwarding(ctx, fwdSetup{cfg: cfg, log: log, eng: eng, th: th,
-		nsAddr4: es.params.Addr4, nsAddr6: es.params.Addr6, v4: plan.IPv4, v6: plan.IPv6})
+	// Port forwarding (-t, -u, -T, -U): listeners open before the
+	// command starts or the pid file says we are ready.
+	fc := portfwd.Config{
+		Rules: portfwd.RulesFrom(cfg), InNS: th.Do,
+		IPv4: plan.IPv4, IPv6: plan.IPv6,
+		NSAddr4: es.params.Addr4, NSAddr6: es.params.Addr6,
+		NoSplice: cfg.NoSplice, SpliceOnly: cfg.SpliceOnly, HostLoToNSLo: cfg.HostLoToNSLo,
+		Freebind: cfg.Freebind, Logger: log,
+	}
+	if eng != nil {
+		fc.Engine = eng
+	}
+	pf, err := portfwd.Start(ctx, fc)
 	if err != nil {
 		return fail(err)
 	}

@@ -1,0 +1,226 @@
+package portfwd
+
+// Where each forwarded socket is served and where its connections go: the
+// one place that decides between the TAP and splicing, and the one place
+// that knows a forwarded connection's target in the namespace.
+
+import (
+	"net/netip"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gopasta/gopasta/fwd"
+	"github.com/gopasta/gopasta/internal/config"
+	"github.com/gopasta/gopasta/internal/sock"
+	"github.com/gopasta/gopasta/splice"
+)
+
+// tapTarget is where a connection through the TAP goes in the namespace:
+// the rule's target address, else the namespace's own address.
+func (pf *Forwarder) tapTarget(v6 bool, toAddr netip.Addr) netip.Addr {
+	switch {
+	case toAddr.IsValid():
+		return toAddr
+	case v6:
+		return pf.cfg.NSAddr6
+	default:
+		return pf.cfg.NSAddr4
+	}
+}
+
+// spliceTarget is where a spliced host connection goes inside the
+// namespace: the rule's target address if it has one, else the namespace's
+// own address over its loopback interface, so that services bound to the
+// namespace's loopback only stay private, as in pasta. --host-lo-to-ns-lo
+// (or no address yet) makes it the namespace's loopback; so does
+// --splice-only: without a TAP the namespace never gets its address, and
+// connecting to it would fail with "network unreachable".
+func (pf *Forwarder) spliceTarget(v6 bool, toAddr netip.Addr, port uint16) netip.AddrPort {
+	a := sock.Loopback(v6)
+	switch {
+	case toAddr.IsValid():
+		a = toAddr
+	case pf.cfg.HostLoToNSLo, pf.cfg.SpliceOnly:
+	case v6 && pf.cfg.NSAddr6.IsValid():
+		a = pf.cfg.NSAddr6
+	case !v6 && pf.cfg.NSAddr4.IsValid():
+		a = pf.cfg.NSAddr4
+	}
+	return netip.AddrPortFrom(a, port)
+}
+
+// open binds p on its side and hands it to the loop that serves it: the
+// engine for host listeners (TAP, with the splice hook for loopback peers),
+// the splice forwarder for the namespace's listeners and for every
+// listener with --splice-only.
+func (pf *Forwarder) open(p listenPlan) (closer, error) {
+	var fd int
+	var err error
+	if p.nsSide {
+		err = pf.cfg.InNS(func() error {
+			fd, err = p.Open()
+			return err
+		})
+	} else {
+		p.Freebind = pf.cfg.Freebind
+		fd, err = p.Open()
+	}
+	if err != nil {
+		return nil, p.err(err)
+	}
+	pf.mu.Lock()
+	pf.own(p.nsSide)[b2i(p.UDP)].Add(p.Port)
+	pf.mu.Unlock()
+
+	if !p.nsSide && pf.cfg.Engine != nil {
+		id, err := pf.cfg.Engine.AddListener(fwd.Listener{
+			Fd: fd, UDP: p.UDP, V6: p.V6, Local: netip.AddrPortFrom(p.Addr, p.Port),
+			BindIf: p.Ifname, ToAddr: pf.tapTarget(p.V6, p.toAddr), ToPort: p.toPort,
+			Splice: !pf.cfg.NoSplice,
+		})
+		if err != nil {
+			return nil, p.err(err)
+		}
+		return func() { pf.cfg.Engine.RemoveListener(id) }, nil
+	}
+
+	// Spliced: a namespace listener reaches host loopback (or the rule's
+	// target), a --splice-only host listener reaches the namespace.
+	dst := netip.AddrPortFrom(sock.Loopback(p.V6), p.toPort)
+	if p.toAddr.IsValid() {
+		dst = netip.AddrPortFrom(p.toAddr, p.toPort)
+	} else if !p.nsSide {
+		dst = pf.spliceTarget(p.V6, netip.Addr{}, p.toPort)
+	}
+	dial := func() (int, error) { return pf.dial(!p.nsSide, p.UDP, dst) }
+	var id splice.ListenerID
+	if p.UDP {
+		l := splice.UDPListener{Fd: fd, V6: p.V6, Local: netip.AddrPortFrom(p.Addr, p.Port), Ifname: p.Ifname, Dial: dial}
+		if p.nsSide {
+			// A peer's own socket lives where the listener does.
+			l.Reply = func(local, peer netip.AddrPort) (rfd int, err error) {
+				err = pf.cfg.InNS(func() error {
+					rfd, err = sock.Reply(local, p.Ifname, peer)
+					return err
+				})
+				return rfd, err
+			}
+		}
+		id, err = pf.sp.AddUDPListener(l)
+	} else {
+		id, err = pf.sp.AddTCPListener(splice.TCPListener{Fd: fd, Dial: dial})
+	}
+	if err != nil {
+		return nil, p.err(err)
+	}
+	return func() { pf.sp.RemoveListener(id) }, nil
+}
+
+func (pf *Forwarder) own(nsSide bool) *[2]config.PortSet {
+	if nsSide {
+		return &pf.ownNS
+	}
+	return &pf.ownHost
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// dial opens a socket to dst on one side: inside the namespace (a pooled
+// socket, else one made on the namespace's thread) or on the host (this
+// goroutine's namespace: only the namespace's thread ever leaves the
+// host's).
+func (pf *Forwarder) dial(intoNS, udp bool, dst netip.AddrPort) (int, error) {
+	if !intoNS {
+		return sock.Dial(udp, dst)
+	}
+	if !udp && pf.pool != nil {
+		if fd, ok, err := pf.pool.dial(dst); ok {
+			return fd, err
+		}
+	}
+	var fd int
+	err := pf.cfg.InNS(func() (err error) {
+		fd, err = sock.Dial(udp, dst)
+		return err
+	})
+	return fd, err
+}
+
+// spliceHook takes the engine's loopback peers. It runs on the engine's
+// thread and must not wait: a TCP connection that a pooled namespace
+// socket can serve is connected and handed to the splice forwarder right
+// here, as pasta does; the rest (UDP, an empty pool) goes to slowPath.
+func (pf *Forwarder) spliceHook(c *fwd.SpliceConn) bool {
+	if !c.UDP && pf.pool != nil {
+		dst := pf.spliceTarget(c.V6, c.ToAddr, c.ToPort)
+		if fd, ok, err := pf.pool.dial(dst); ok {
+			if err != nil {
+				pf.log.Debug("splice: cannot reach the namespace", "dst", dst, "err", err)
+				return false
+			}
+			pf.bridge(c, fd)
+			return true
+		}
+	}
+	select {
+	case pf.slow <- *c:
+		return true
+	default:
+		return false // overloaded: reset rather than stall the engine
+	}
+}
+
+// slowPath finishes the loopback peers the engine's thread handed over
+// without a namespace socket: one is made on the namespace's thread.
+func (pf *Forwarder) slowPath() {
+	for {
+		select {
+		case <-pf.stop:
+			for {
+				select {
+				case c := <-pf.slow:
+					unix.Close(c.Fd)
+				default:
+					return
+				}
+			}
+		case c := <-pf.slow:
+			dst := pf.spliceTarget(c.V6, c.ToAddr, c.ToPort)
+			other, err := pf.dial(true, c.UDP, dst)
+			if err != nil {
+				pf.log.Debug("splice: cannot reach the namespace", "dst", dst, "err", err)
+				if c.UDP {
+					unix.Close(c.Fd)
+				} else {
+					sock.Abort(c.Fd)
+				}
+				continue
+			}
+			pf.bridge(&c, other)
+		}
+	}
+}
+
+// bridge hands a connected pair to the splice forwarder, first sending the
+// datagrams that arrived before the flow had its own socket.
+func (pf *Forwarder) bridge(c *fwd.SpliceConn, other int) {
+	if !c.UDP {
+		if err := pf.sp.AddTCP(c.Fd, other); err != nil {
+			pf.log.Debug("splice: tcp", "err", err)
+		}
+		return
+	}
+	for _, d := range c.Data {
+		// send(2), not write(2): a zero-length write sends nothing on
+		// a datagram socket, and an empty datagram is a datagram.
+		unix.Sendto(other, d, unix.MSG_DONTWAIT, nil)
+	}
+	if err := pf.sp.AddUDP(c.Fd, other); err != nil {
+		pf.log.Debug("splice: udp", "err", err)
+	}
+}

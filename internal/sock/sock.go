@@ -1,0 +1,296 @@
+// Package sock holds the socket primitives that the engine (fwd), the
+// splice forwarder and run-time port forwarding share, so that each exists
+// once: socket addresses from net/netip values, listening sockets as the
+// forwarding rules ask for them, per-peer UDP reply sockets, outgoing
+// sockets, accept4 and resets.
+//
+// Every function creates its sockets in the calling thread's network
+// namespace; a socket keeps that namespace whichever thread uses it later.
+package sock
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Loopback is the loopback address of a family: 127.0.0.1 or ::1.
+func Loopback(v6 bool) netip.Addr {
+	if v6 {
+		return netip.IPv6Loopback()
+	}
+	return netip.AddrFrom4([4]byte{127, 0, 0, 1})
+}
+
+// Addr is a reusable pair of socket addresses. Of fills the one of the
+// requested family and returns a pointer into Addr, so an Addr that lives
+// in a long-lived struct converts addresses without allocating.
+type Addr struct {
+	in4 unix.SockaddrInet4
+	in6 unix.SockaddrInet6
+}
+
+// Of returns a as a socket address of family v6 (an invalid a is the
+// family's any address). IPv4-mapped IPv6 addresses are unmapped for IPv4.
+func (s *Addr) Of(a netip.Addr, port uint16, v6 bool) unix.Sockaddr {
+	if v6 {
+		s.in6 = unix.SockaddrInet6{Port: int(port)}
+		if a.IsValid() {
+			s.in6.Addr = a.As16()
+		}
+		return &s.in6
+	}
+	s.in4 = unix.SockaddrInet4{Port: int(port)}
+	if a.IsValid() {
+		s.in4.Addr = a.Unmap().As4()
+	}
+	return &s.in4
+}
+
+// Sockaddr converts ap to a socket address of its own family (allocating).
+// An IPv6 zone is resolved to an interface index in the calling thread's
+// namespace; an unknown zone is left out.
+func Sockaddr(ap netip.AddrPort) unix.Sockaddr {
+	a := ap.Addr()
+	v6 := a.Is6() && !a.Is4In6()
+	sa := new(Addr).Of(a, ap.Port(), v6)
+	if z := a.Zone(); v6 && z != "" {
+		if idx, err := zoneIndex(z); err == nil {
+			sa.(*unix.SockaddrInet6).ZoneId = uint32(idx)
+		}
+	}
+	return sa
+}
+
+func zoneIndex(zone string) (int, error) {
+	if n, err := strconv.Atoi(zone); err == nil {
+		return n, nil
+	}
+	ifi, err := net.InterfaceByName(zone)
+	if err != nil {
+		return 0, err
+	}
+	return ifi.Index, nil
+}
+
+// AddrPortOf converts a kernel socket address; IPv4-mapped IPv6 addresses
+// come back as IPv4. It allocates nothing.
+func AddrPortOf(rsa *unix.RawSockaddrAny) netip.AddrPort {
+	switch rsa.Addr.Family {
+	case unix.AF_INET:
+		sa := (*unix.RawSockaddrInet4)(unsafe.Pointer(rsa))
+		p := (*[2]byte)(unsafe.Pointer(&sa.Port))
+		return netip.AddrPortFrom(netip.AddrFrom4(sa.Addr), uint16(p[0])<<8|uint16(p[1]))
+	case unix.AF_INET6:
+		sa := (*unix.RawSockaddrInet6)(unsafe.Pointer(rsa))
+		p := (*[2]byte)(unsafe.Pointer(&sa.Port))
+		return netip.AddrPortFrom(netip.AddrFrom16(sa.Addr).Unmap(), uint16(p[0])<<8|uint16(p[1]))
+	}
+	return netip.AddrPort{}
+}
+
+// Acceptor accepts connections without allocating: unix.Accept4 builds a
+// Sockaddr on the heap for every connection. The zero value is ready; one
+// Acceptor serves one goroutine at a time.
+type Acceptor struct {
+	rsa unix.RawSockaddrAny
+	n   uint32
+}
+
+// Accept takes one connection from listening socket fd, non-blocking and
+// close-on-exec, with its peer's address.
+func (a *Acceptor) Accept(fd int) (int, netip.AddrPort, error) {
+	a.n = uint32(unsafe.Sizeof(a.rsa))
+	nfd, _, errno := unix.Syscall6(unix.SYS_ACCEPT4, uintptr(fd),
+		uintptr(unsafe.Pointer(&a.rsa)), uintptr(unsafe.Pointer(&a.n)),
+		unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0, 0)
+	if errno != 0 {
+		return -1, netip.AddrPort{}, errno
+	}
+	return int(nfd), AddrPortOf(&a.rsa), nil
+}
+
+// AcceptRetry reports whether an accept error is about one connection
+// (gone before it was taken) rather than the listener or the process:
+// accept again at once. Other errors (out of descriptors or memory) leave
+// the connection in the backlog, and retrying at once would spin.
+func AcceptRetry(err error) bool {
+	return err == unix.EINTR || err == unix.ECONNABORTED || err == unix.EPROTO
+}
+
+// Abort closes fd so that its peer sees a reset rather than an orderly end
+// of stream.
+func Abort(fd int) {
+	if fd < 0 {
+		return
+	}
+	_ = unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1})
+	unix.Close(fd)
+}
+
+// Listen describes a forwarded port's socket.
+type Listen struct {
+	UDP    bool
+	V6     bool       // the socket's family; IPv6 sockets are IPV6_V6ONLY
+	Addr   netip.Addr // bind address; invalid or unspecified: any
+	Port   uint16
+	Ifname string // SO_BINDTODEVICE, if set
+	// Freebind (--freebind): the address need not exist yet, for a
+	// host address that comes up later (a VPN, DHCP).
+	Freebind bool
+}
+
+// Open creates, binds and (for TCP) listens on l's socket, non-blocking.
+// Both protocols get SO_REUSEADDR: TCP to rebind a port whose connections
+// are in TIME_WAIT, UDP because per-peer reply sockets (Reply) bind the
+// same address and port.
+func (l Listen) Open() (int, error) {
+	typ := unix.SOCK_STREAM
+	if l.UDP {
+		typ = unix.SOCK_DGRAM
+	}
+	fd, err := socket(l.V6, typ)
+	if err != nil {
+		return -1, err
+	}
+	fail := func(err error) (int, error) {
+		unix.Close(fd)
+		return -1, err
+	}
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
+	if l.Freebind {
+		// IPV6_FREEBIND needs Linux 4.15; before it, IP_FREEBIND on an
+		// IPv6 socket does the same.
+		level, opt := unix.IPPROTO_IP, unix.IP_FREEBIND
+		if l.V6 {
+			level, opt = unix.IPPROTO_IPV6, unix.IPV6_FREEBIND
+		}
+		if err := unix.SetsockoptInt(fd, level, opt, 1); err != nil {
+			return fail(fmt.Errorf("--freebind: %w", err))
+		}
+	}
+	if l.Ifname != "" {
+		if err := unix.BindToDevice(fd, l.Ifname); err != nil {
+			return fail(fmt.Errorf("binding to interface %s: %w", l.Ifname, err))
+		}
+	}
+	if err := unix.Bind(fd, new(Addr).Of(l.Addr, l.Port, l.V6)); err != nil {
+		return fail(err)
+	}
+	if !l.UDP {
+		if err := unix.Listen(fd, unix.SOMAXCONN); err != nil {
+			return fail(err)
+		}
+	}
+	return fd, nil
+}
+
+// socket is a non-blocking, close-on-exec socket; IPv6 ones carry IPv6
+// only, so that a forwarded port's IPv4 and IPv6 sockets can coexist.
+func socket(v6 bool, typ int) (int, error) {
+	domain := unix.AF_INET
+	if v6 {
+		domain = unix.AF_INET6
+	}
+	fd, err := unix.Socket(domain, typ|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	if v6 {
+		_ = unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1)
+	}
+	return fd, nil
+}
+
+// Reply opens the socket of one UDP peer of a forwarded port: bound to
+// local, the address and port the peer sent to (both sockets have
+// SO_REUSEADDR), and connected to peer. The kernel then delivers the peer's
+// later datagrams to it rather than to the listening socket, and replies
+// leave from the address the peer talked to, which a connected peer socket
+// insists on. local's address matters when the listener is bound to any:
+// left to routing, a reply could leave from another local address.
+func Reply(local netip.AddrPort, ifname string, peer netip.AddrPort) (int, error) {
+	v6 := peer.Addr().Is6()
+	fd, err := socket(v6, unix.SOCK_DGRAM)
+	if err != nil {
+		return -1, err
+	}
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
+	if ifname != "" {
+		_ = unix.BindToDevice(fd, ifname)
+	}
+	la := local.Addr()
+	if la.IsUnspecified() {
+		la = netip.Addr{}
+	}
+	var sa Addr
+	err = unix.Bind(fd, sa.Of(la, local.Port(), v6))
+	if err == nil {
+		err = unix.Connect(fd, sa.Of(peer.Addr(), peer.Port(), v6))
+	}
+	if err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
+}
+
+// Dial creates a non-blocking socket and starts connecting it to dst:
+// a TCP connection may still be in progress when it returns. TCP sockets
+// get TCP_NODELAY before connecting, so that the SYN already carries it.
+func Dial(udp bool, dst netip.AddrPort) (int, error) {
+	if !dst.IsValid() || dst.Port() == 0 {
+		return -1, fmt.Errorf("invalid destination %q", dst)
+	}
+	typ := unix.SOCK_STREAM
+	if udp {
+		typ = unix.SOCK_DGRAM
+	}
+	a := dst.Addr()
+	fd, err := socket(a.Is6() && !a.Is4In6(), typ)
+	if err != nil {
+		return -1, fmt.Errorf("socket: %w", err)
+	}
+	if !udp {
+		_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	}
+	if err := unix.Connect(fd, Sockaddr(dst)); err != nil && !errors.Is(err, unix.EINPROGRESS) {
+		unix.Close(fd)
+		return -1, fmt.Errorf("connect %s: %w", dst, err)
+	}
+	return fd, nil
+}
+
+// PktDst is the destination address of a datagram, from its IP_PKTINFO or
+// IPV6_PKTINFO control message, or def when there is none.
+func PktDst(ctl []byte, def netip.Addr) netip.Addr {
+	for len(ctl) >= unix.SizeofCmsghdr {
+		h := (*unix.Cmsghdr)(unsafe.Pointer(&ctl[0]))
+		if h.Len < unix.SizeofCmsghdr || int(h.Len) > len(ctl) {
+			break
+		}
+		data := ctl[unix.SizeofCmsghdr:h.Len]
+		switch {
+		case h.Level == unix.IPPROTO_IP && h.Type == unix.IP_PKTINFO && len(data) >= unix.SizeofInet4Pktinfo:
+			return netip.AddrFrom4([4]byte(data[8:12]))
+		case h.Level == unix.IPPROTO_IPV6 && h.Type == unix.IPV6_PKTINFO && len(data) >= unix.SizeofInet6Pktinfo:
+			return netip.AddrFrom16([16]byte(data[0:16])).Unmap()
+		}
+		ctl = ctl[(int(h.Len)+7)&^7:]
+	}
+	return def
+}
+
+// RecvPktInfo asks the kernel for the destination address of each datagram
+// received on fd (PktDst reads it).
+func RecvPktInfo(fd int, v6 bool) error {
+	if v6 {
+		return unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_RECVPKTINFO, 1)
+	}
+	return unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_PKTINFO, 1)
+}

@@ -1,0 +1,105 @@
+package sock
+
+import (
+	"net"
+	"net/netip"
+	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestListenFreebind: with --freebind a forwarded port binds an address
+// the host does not have (yet); without it the kernel refuses.
+func TestListenFreebind(t *testing.T) {
+	for _, a := range []string{"198.51.100.77", "2001:db8:77::1"} {
+		addr := netip.MustParseAddr(a)
+		l := Listen{V6: addr.Is6(), Addr: addr}
+		if fd, err := l.Open(); err == nil {
+			unix.Close(fd)
+			t.Fatalf("%s: bind without --freebind succeeded, want EADDRNOTAVAIL", a)
+		}
+		l.Freebind = true
+		fd, err := l.Open()
+		if err != nil {
+			t.Fatalf("%s: bind with --freebind: %v", a, err)
+		}
+		unix.Close(fd)
+	}
+}
+
+func TestDialErrors(t *testing.T) {
+	for _, dst := range []netip.AddrPort{{}, netip.MustParseAddrPort("127.0.0.1:0")} {
+		if fd, err := Dial(false, dst); err == nil {
+			unix.Close(fd)
+			t.Errorf("Dial(%v): got fd %d, want an error", dst, fd)
+		}
+	}
+}
+
+// TestReplyZeroLength: a peer's reply socket is bound where the listener is
+// and connected to the peer, so the peer's later datagrams reach it rather
+// than the listener; it carries an empty datagram both ways.
+func TestReplyZeroLength(t *testing.T) {
+	for _, fam := range []string{"127.0.0.1", "::1"} {
+		lo := netip.MustParseAddr(fam)
+		lfd, err := Listen{UDP: true, V6: lo.Is6(), Addr: lo}.Open()
+		if err != nil {
+			t.Fatalf("%s: listen: %v", fam, err)
+		}
+		defer unix.Close(lfd)
+		sa, _ := unix.Getsockname(lfd)
+		local := netip.AddrPortFrom(lo, uint16(portOf(sa)))
+		peer, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(lo, 0)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer peer.Close()
+		rfd, err := Reply(local, "", netip.MustParseAddrPort(peer.LocalAddr().String()))
+		if err != nil {
+			t.Fatalf("%s: Reply: %v", fam, err)
+		}
+		defer unix.Close(rfd)
+		if _, err := peer.WriteToUDPAddrPort(nil, local); err != nil {
+			t.Fatal(err)
+		}
+		var fds = []unix.PollFd{{Fd: int32(rfd), Events: unix.POLLIN}}
+		if n, _ := unix.Poll(fds, 5000); n != 1 {
+			t.Fatalf("%s: the reply socket got nothing, want the empty datagram", fam)
+		}
+		n, _, err := unix.Recvfrom(rfd, make([]byte, 16), unix.MSG_DONTWAIT)
+		if err != nil || n != 0 {
+			t.Fatalf("%s: recv: got %d, %v, want 0 bytes", fam, n, err)
+		}
+	}
+}
+
+func portOf(sa unix.Sockaddr) int {
+	switch sa := sa.(type) {
+	case *unix.SockaddrInet4:
+		return sa.Port
+	case *unix.SockaddrInet6:
+		return sa.Port
+	}
+	return 0
+}
+
+// TestAddrPortOf: kernel socket addresses, IPv4-mapped ones unmapped.
+func TestAddrPortOf(t *testing.T) {
+	var in4 unix.RawSockaddrAny
+	r4 := (*unix.RawSockaddrInet4)(unsafe.Pointer(&in4))
+	r4.Family, r4.Addr = unix.AF_INET, [4]byte{192, 0, 2, 1}
+	r4.Port = 0x5000 // network order: port 80
+	var in6 unix.RawSockaddrAny
+	r6 := (*unix.RawSockaddrInet6)(unsafe.Pointer(&in6))
+	r6.Family, r6.Addr = unix.AF_INET6, netip.MustParseAddr("::ffff:192.0.2.2").As16()
+	r6.Port = 0x3500 // 53
+	for _, tc := range []struct {
+		rsa  *unix.RawSockaddrAny
+		want string
+	}{{&in4, "192.0.2.1:80"}, {&in6, "192.0.2.2:53"}, {&unix.RawSockaddrAny{}, "invalid AddrPort"}} {
+		if got := AddrPortOf(tc.rsa).String(); got != tc.want {
+			t.Errorf("AddrPortOf: got %s, want %s", got, tc.want)
+		}
+	}
+}

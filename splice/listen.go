@@ -1,0 +1,429 @@
+package splice
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gopasta/gopasta/internal/sock"
+)
+
+// Listeners whose every connection is spliced: the namespace's loopback
+// listeners of -T and -U (whose peers are always local), and with
+// --splice-only the host's listeners of -t and -u. They live on the
+// forwarder's loop, so a connection is accepted, its other side dialled
+// and its bytes pumped on one thread, with no hand-over between threads.
+//
+// The listener table has a mutex because listeners come and go from other
+// goroutines (auto forwarding's scanner): RemoveListener closes the socket
+// at once, so that the port can be bound again right away, and events carry
+// a generation so the loop never accepts on a closed or reused descriptor.
+// The loop takes the lock once per listener event, never per byte.
+
+// TCPListener is a listening TCP socket whose connections are spliced.
+type TCPListener struct {
+	// Fd is bound and listening; the Forwarder owns it from
+	// AddTCPListener on (and closes it on error too).
+	Fd int
+	// Dial opens the other side's socket of a new connection, connected
+	// or connecting (sock.Dial). It runs on the loop: it must not wait
+	// for the connection to be established.
+	Dial func() (int, error)
+}
+
+// UDPListener is a bound UDP socket whose peers become spliced flows.
+type UDPListener struct {
+	// Fd is bound; owned from AddUDPListener on.
+	Fd int
+	V6 bool
+	// Local is the address Fd is bound to; Ifname its device, if any.
+	Local  netip.AddrPort
+	Ifname string
+	// Reply opens a peer's own socket where the listener is (sock.Reply
+	// in the listener's namespace): local is the address the peer sent
+	// to. nil: sock.Reply on the loop's thread.
+	Reply func(local, peer netip.AddrPort) (int, error)
+	// Dial opens the other side's socket, connected to the target.
+	Dial func() (int, error)
+}
+
+// ListenerID names a listener for RemoveListener.
+type ListenerID struct {
+	slot int32
+	gen  uint32
+}
+
+type listener struct {
+	tcp    TCPListener
+	udp    UDPListener
+	isUDP  bool
+	gen    uint32
+	active bool
+	// Accept backoff after running out of descriptors or memory: the
+	// listener is taken out of epoll until retryAt.
+	backoff time.Duration
+	retryAt int64
+	off     bool
+	// UDP: the flows this listener created, by peer, so that datagrams
+	// that reached the listener before the peer's own socket existed
+	// join their flow instead of starting another.
+	flows map[netip.AddrPort]int
+}
+
+type listenTable struct {
+	mu   sync.Mutex
+	ls   []listener
+	free []int32
+	acc  sock.Acceptor
+
+	// Scratch for UDP listener reads.
+	names []unix.RawSockaddrAny
+	ctl   [][64]byte
+}
+
+// Accept backoff bounds.
+const (
+	minAcceptBackoff = 5 * time.Millisecond
+	maxAcceptBackoff = time.Second
+	acceptBatch      = 32 // connections taken per listener event
+)
+
+// AddTCPListener serves l on the loop; safe from any goroutine.
+func (f *Forwarder) AddTCPListener(l TCPListener) (ListenerID, error) {
+	if l.Dial == nil {
+		unix.Close(l.Fd)
+		return ListenerID{}, errors.New("splice: TCPListener without Dial")
+	}
+	return f.addListener(listener{tcp: l}, l.Fd)
+}
+
+// AddUDPListener serves l on the loop; safe from any goroutine.
+func (f *Forwarder) AddUDPListener(l UDPListener) (ListenerID, error) {
+	if l.Dial == nil {
+		unix.Close(l.Fd)
+		return ListenerID{}, errors.New("splice: UDPListener without Dial")
+	}
+	if err := sock.RecvPktInfo(l.Fd, l.V6); err != nil {
+		unix.Close(l.Fd)
+		return ListenerID{}, &SocketError{Op: "PKTINFO", Fd: l.Fd, Err: err}
+	}
+	return f.addListener(listener{udp: l, isUDP: true, flows: map[netip.AddrPort]int{}}, l.Fd)
+}
+
+func (f *Forwarder) addListener(l listener, fd int) (ListenerID, error) {
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return ListenerID{}, &SocketError{Op: "O_NONBLOCK", Fd: fd, Err: err}
+	}
+	t := &f.lst
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	f.mu.Lock()
+	closed := f.closed
+	f.mu.Unlock()
+	if closed {
+		unix.Close(fd)
+		return ListenerID{}, ErrClosed
+	}
+	var slot int32
+	if n := len(t.free); n > 0 {
+		slot, t.free = t.free[n-1], t.free[:n-1]
+	} else {
+		slot = int32(len(t.ls))
+		t.ls = append(t.ls, listener{})
+	}
+	s := &t.ls[slot]
+	l.gen = nextGen(s.gen)
+	l.active = true
+	*s = l
+	ev := tag(kindListen, 0, int(slot), l.gen)
+	ev.Events = unix.EPOLLIN
+	if err := unix.EpollCtl(f.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+		s.active = false
+		t.free = append(t.free, slot)
+		unix.Close(fd)
+		return ListenerID{}, fmt.Errorf("splice: epoll_ctl add listener: %w", err)
+	}
+	return ListenerID{slot, l.gen}, nil
+}
+
+// RemoveListener closes a listener at once; what it accepted lives on.
+// Safe from any goroutine; removing twice is harmless.
+func (f *Forwarder) RemoveListener(id ListenerID) {
+	t := &f.lst
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if int(id.slot) >= len(t.ls) || !t.ls[id.slot].active || t.ls[id.slot].gen != id.gen {
+		return
+	}
+	f.closeListener(id.slot)
+}
+
+// closeListener retires a slot; t.mu is held.
+func (f *Forwarder) closeListener(slot int32) {
+	t := &f.lst
+	s := &t.ls[slot]
+	fd := s.tcp.Fd
+	if s.isUDP {
+		fd = s.udp.Fd
+	}
+	if f.epfd >= 0 {
+		_ = unix.EpollCtl(f.epfd, unix.EPOLL_CTL_DEL, fd, nil)
+	}
+	unix.Close(fd)
+	// Its flows live on without it; they look the listener up by slot
+	// and generation when they end, and find it gone.
+	*s = listener{gen: s.gen}
+	t.free = append(t.free, slot)
+}
+
+// ListenerCount is the number of open listeners; safe from any goroutine.
+func (f *Forwarder) ListenerCount() int {
+	f.lst.mu.Lock()
+	defer f.lst.mu.Unlock()
+	return len(f.lst.ls) - len(f.lst.free)
+}
+
+// closeListeners closes every listener (Close).
+func (f *Forwarder) closeListeners() {
+	t := &f.lst
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i := range t.ls {
+		if t.ls[i].active {
+			f.closeListener(int32(i))
+		}
+	}
+}
+
+// listenEvent serves a listener's epoll event.
+func (f *Forwarder) listenEvent(slot int, gen uint32) {
+	t := &f.lst
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if slot >= len(t.ls) || !t.ls[slot].active || t.ls[slot].gen != gen {
+		return
+	}
+	if t.ls[slot].isUDP {
+		f.udpListenerRead(int32(slot))
+	} else {
+		f.acceptTCP(int32(slot))
+	}
+}
+
+func (f *Forwarder) acceptTCP(slot int32) {
+	t := &f.lst
+	l := &t.ls[slot]
+	for range acceptBatch {
+		fd, _, err := t.acc.Accept(l.tcp.Fd)
+		switch {
+		case err == nil:
+		case err == unix.EAGAIN:
+			l.backoff = 0
+			return
+		case sock.AcceptRetry(err):
+			continue
+		default:
+			// Out of descriptors or memory: the connection waits in
+			// the backlog. Retrying at once would spin on a
+			// level-triggered listener; giving up would leave the port
+			// bound but dead.
+			l.backoff = min(max(2*l.backoff, minAcceptBackoff), maxAcceptBackoff)
+			f.log.Debug("splice: accept failed, retrying", "fd", l.tcp.Fd, "err", err, "in", l.backoff)
+			f.pauseListener(slot)
+			return
+		}
+		other, err := l.tcp.Dial()
+		if err != nil {
+			f.log.Debug("splice: cannot reach the target", "err", err)
+			sock.Abort(fd)
+			continue
+		}
+		if err := f.openTCP(fd, other); err != nil {
+			f.log.Debug("splice: tcp", "err", err)
+		}
+	}
+}
+
+// pauseListener takes a listener out of epoll until its backoff passes.
+func (f *Forwarder) pauseListener(slot int32) {
+	l := &f.lst.ls[slot]
+	ev := tag(kindListen, 0, int(slot), l.gen)
+	fd := l.tcp.Fd
+	if unix.EpollCtl(f.epfd, unix.EPOLL_CTL_MOD, fd, &ev) != nil {
+		return
+	}
+	l.off = true
+	l.retryAt = f.now + int64(l.backoff)
+	f.armRetry(l.backoff)
+}
+
+// armRetry makes the retry timer fire within d.
+func (f *Forwarder) armRetry(d time.Duration) {
+	var cur unix.ItimerSpec
+	if unix.TimerfdGettime(f.retryfd, &cur) == nil {
+		left := time.Duration(cur.Value.Nano())
+		if left > 0 && left <= d {
+			return
+		}
+	}
+	it := unix.ItimerSpec{Value: unix.NsecToTimespec(int64(max(d, time.Millisecond)))}
+	_ = unix.TimerfdSettime(f.retryfd, 0, &it, nil)
+}
+
+// retryListeners puts paused listeners whose backoff has passed back into
+// epoll, and re-arms the timer for the others.
+func (f *Forwarder) retryListeners() {
+	t := &f.lst
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	next := time.Duration(-1)
+	for i := range t.ls {
+		l := &t.ls[i]
+		if !l.active || !l.off {
+			continue
+		}
+		if wait := time.Duration(l.retryAt - f.now); wait > 0 {
+			if next < 0 || wait < next {
+				next = wait
+			}
+			continue
+		}
+		ev := tag(kindListen, 0, i, l.gen)
+		ev.Events = unix.EPOLLIN
+		if unix.EpollCtl(f.epfd, unix.EPOLL_CTL_MOD, l.tcp.Fd, &ev) == nil {
+			l.off = false
+		}
+	}
+	if next >= 0 {
+		f.armRetry(next)
+	}
+}
+
+// udpListenerRead takes one batch of datagrams from a UDP listener. Each
+// comes from a peer without a socket of its own yet (later datagrams go to
+// that socket): the first makes the flow, the others of the same peer
+// join it.
+func (f *Forwarder) udpListenerRead(slot int32) {
+	t := &f.lst
+	l := &t.ls[slot]
+	if f.udpBatch == nil {
+		f.udpBatch = newMmsgBatch(f.opts.UDPBatch)
+	}
+	b := f.udpBatch
+	if t.names == nil {
+		t.names = make([]unix.RawSockaddrAny, len(b.msgs))
+		t.ctl = make([][64]byte, len(b.msgs))
+	}
+	for i := range b.msgs {
+		b.iovs[i].SetLen(udpBufSize)
+		b.msgs[i].Len = 0
+		h := &b.msgs[i].Hdr
+		h.Name = (*byte)(unsafe.Pointer(&t.names[i]))
+		h.Namelen = uint32(unsafe.Sizeof(t.names[i]))
+		h.Control = &t.ctl[i][0]
+		h.SetControllen(len(t.ctl[i]))
+	}
+	n, err := mmsg(unix.SYS_RECVMMSG, l.udp.Fd, b.msgs, unix.MSG_DONTWAIT)
+	for i := range n {
+		m := &b.msgs[i]
+		if m.Hdr.Flags&unix.MSG_TRUNC != 0 {
+			f.ctr.udpDrops.Add(1)
+			continue
+		}
+		peer := sock.AddrPortOf(&t.names[i])
+		local := netip.AddrPortFrom(sock.PktDst(t.ctl[i][:m.Hdr.Controllen], l.udp.Local.Addr()), l.udp.Local.Port())
+		f.udpFromListener(slot, local, peer, b.bufs[i][:m.Len])
+	}
+	// Flows read with the same batch: no name, no control.
+	for i := range b.msgs {
+		h := &b.msgs[i].Hdr
+		h.Name, h.Namelen, h.Control = nil, 0, nil
+		h.SetControllen(0)
+	}
+	_ = err // EAGAIN, or an error a later event reports again
+}
+
+// udpFromListener delivers one datagram that reached listener slot from
+// peer: on the peer's flow if it has one, else on a new flow.
+func (f *Forwarder) udpFromListener(slot int32, local, peer netip.AddrPort, data []byte) {
+	l := &f.lst.ls[slot]
+	if s, ok := l.flows[peer]; ok && f.udp[s].active {
+		f.udpSendOther(s, data)
+		return
+	}
+	reply := l.udp.Reply
+	if reply == nil {
+		reply = func(local, peer netip.AddrPort) (int, error) { return sock.Reply(local, l.udp.Ifname, peer) }
+	}
+	a, err := reply(local, peer)
+	if err != nil {
+		f.ctr.udpDrops.Add(1)
+		f.log.Debug("splice: udp reply socket", "peer", peer, "err", err)
+		return
+	}
+	b, err := l.udp.Dial()
+	if err != nil {
+		unix.Close(a)
+		f.ctr.udpDrops.Add(1)
+		f.log.Debug("splice: udp: cannot reach the target", "err", err)
+		return
+	}
+	s, err := f.openUDP(a, b)
+	if err != nil {
+		f.ctr.udpDrops.Add(1)
+		f.log.Debug("splice: udp", "err", err)
+		return
+	}
+	u := &f.udp[s]
+	u.lis, u.lgen, u.peer = slot+1, l.gen, peer
+	l.flows[peer] = s
+	f.udpSendOther(s, data)
+}
+
+// udpSendOther sends one datagram of the listener's side to the other
+// side of flow s, as the flow's own pump would.
+func (f *Forwarder) udpSendOther(s int, data []byte) {
+	u := &f.udp[s]
+	u.seen[0] = true
+	u.last = f.now
+	if err := send(u.fd[1], data); err != nil {
+		f.ctr.udpDrops.Add(1)
+		return
+	}
+	f.ctr.udpDatagrams.Add(1)
+	f.ctr.udpBytes.Add(uint64(len(data)))
+}
+
+// send sends one datagram on a connected socket without allocating. Unlike
+// write(2), send(2) sends a datagram of length zero too.
+func send(fd int, b []byte) error {
+	var p unsafe.Pointer
+	if len(b) > 0 {
+		p = unsafe.Pointer(&b[0])
+	}
+	_, _, e := unix.Syscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(p), uintptr(len(b)), unix.MSG_DONTWAIT, 0, 0)
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+// forgetFlow removes a closing flow from its listener's peer table.
+func (f *Forwarder) forgetFlow(u *udpFlow) {
+	if u.lis == 0 {
+		return
+	}
+	t := &f.lst
+	t.mu.Lock()
+	if i := int(u.lis - 1); i < len(t.ls) && t.ls[i].active && t.ls[i].gen == u.lgen {
+		delete(t.ls[i].flows, u.peer)
+	}
+	t.mu.Unlock()
+	u.lis = 0
+}
