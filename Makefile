@@ -38,8 +38,10 @@ test:
 		echo "== VM tests skipped: $(VMTESTS) not present"; \
 	fi
 
-## check: formatting, vet, staticcheck, and a man page that matches the CLI.
+## check: formatting, go.mod tidy, vet, staticcheck, and a man page that
+## matches the CLI.
 check:
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run 'go mod tidy'"; exit 1; }
 	@out=$$(gofmt -l $$($(GO) list -f '{{.Dir}}' ./... | sort -u)); \
 	if [ -n "$$out" ]; then echo "gofmt -l: these files need formatting:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...

@@ -6,8 +6,6 @@ import (
 	"github.com/gopasta/gopasta/internal/header"
 )
 
-func init() { respondARP = arpReply }
-
 // arpFrameLen is the length of an ARP reply frame: no padding to the
 // Ethernet minimum, which a TAP device does not need.
 const arpFrameLen = header.EthernetMinimumSize + header.ARPSize

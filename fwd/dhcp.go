@@ -7,8 +7,6 @@ import (
 	"github.com/gopasta/gopasta/internal/header"
 )
 
-func init() { respondDHCP = dhcpReply }
-
 // BOOTP/DHCP message layout (RFC 2131 section 2): a 236-byte fixed part,
 // the magic cookie, then options.
 const (

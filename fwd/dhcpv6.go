@@ -7,8 +7,6 @@ import (
 	"github.com/gopasta/gopasta/internal/header"
 )
 
-func init() { respondDHCPv6 = dhcpv6Reply }
-
 // DHCPv6 (RFC 8415): a message is a type byte, a 3-byte transaction id and
 // options of code(2) length(2) data.
 const (

@@ -125,7 +125,7 @@ func (e *Engine) classify(fr []byte, p *packet) bool {
 	}
 	switch eth.Type() {
 	case header.EtherTypeARP:
-		e.respond(respondARP, fr)
+		e.respond(arpReply, fr)
 		return false
 	case header.EtherTypeIPv4:
 		return e.classify4(fr, p)
@@ -238,11 +238,11 @@ func (e *Engine) classifyL4(p *packet) bool {
 		}
 		p.sport, p.dport = u.SrcPort(), u.DstPort()
 		if !p.v6 && p.dport == 67 {
-			e.respond(respondDHCP, p.frame)
+			e.respond(dhcpReply, p.frame)
 			return false
 		}
 		if p.v6 && p.dport == 547 {
-			e.respond(respondDHCPv6, p.frame)
+			e.respond(dhcpv6Reply, p.frame)
 			return false
 		}
 	case header.ProtocolTCP:
@@ -281,7 +281,7 @@ func (e *Engine) classifyL4(p *packet) bool {
 		}
 		switch ic.Type() {
 		case header.ICMPv6RouterSolicitation, header.ICMPv6NeighborSolicitation:
-			e.respond(respondNDP, p.frame)
+			e.respond(ndpReply, p.frame)
 			return false
 		case header.ICMPv6EchoRequest:
 			if ic.Code() != 0 {

@@ -90,17 +90,10 @@ type translator interface {
 	closed(e *Engine, idx int32)
 }
 
-// newTCPTranslator is set by the TCP translator's file (func init) so the
-// engine builds without it; nil means TCP frames are dropped.
-var newTCPTranslator func(e *Engine) translator
-
 // A responder answers a frame the engine itself serves (ARP, NDP, DHCP,
 // DHCPv6): it writes a reply frame into out and returns its length, or 0
 // for no reply. They are pure functions of the parameters and the frame.
 type responder func(p *NetParams, frame []byte, out []byte) int
-
-// The responders, set by their files' init functions; nil drops the frame.
-var respondARP, respondNDP, respondDHCP, respondDHCPv6 responder
 
 // Engine forwards between one Link and host sockets. Create it with New,
 // drive it with Run; Stats and FlowCount may be called from any goroutine.
@@ -195,7 +188,7 @@ func New(link Link, p *NetParams, opts Options) (*Engine, error) {
 		e.log = slog.New(slog.DiscardHandler)
 	}
 	e.debug = e.log.Enabled(context.Background(), slog.LevelDebug)
-	e.nat = newNAT(p, &opts)
+	e.nat = NewNAT(p, &opts)
 	e.mtu = p.MTU
 	if e.mtu <= 0 || e.mtu > maxFrameMTU {
 		// 0 leaves the kernel's MTU, which we do not know: size for
@@ -250,7 +243,7 @@ func New(link Link, p *NetParams, opts Options) (*Engine, error) {
 	if !opts.NoICMP {
 		e.tr[protoICMP] = newICMP(e)
 	}
-	if !opts.NoTCP && newTCPTranslator != nil {
+	if !opts.NoTCP {
 		e.tr[protoTCP] = newTCPTranslator(e)
 	}
 	return e, nil

@@ -106,11 +106,14 @@ type listenTable struct {
 	hand  []SpliceConn
 }
 
-// ListenerID names a listener for RemoveListener.
-type ListenerID struct {
-	slot int32
-	gen  uint32
-}
+// ListenerID names a listener for RemoveListener: its slot and, so that a
+// stale ID never closes the slot's next listener, its generation.
+type ListenerID uint64
+
+func listenerID(slot int32, gen uint32) ListenerID { return ListenerID(uint64(slot)<<32 | uint64(gen)) }
+
+func (id ListenerID) slot() int32 { return int32(id >> 32) }
+func (id ListenerID) gen() uint32 { return uint32(id) }
 
 // SetSpliceHook installs the hook for loopback connections; call it
 // before AddListener. Without a hook every connection takes the TAP path.
@@ -125,11 +128,11 @@ func (e *Engine) SetSpliceHook(h SpliceHook) {
 func (e *Engine) AddListener(l Listener) (ListenerID, error) {
 	if l.ToAddr.IsValid() && l.ToAddr.Unmap().Is6() != l.V6 {
 		unix.Close(l.Fd)
-		return ListenerID{}, ErrListenFamily
+		return 0, ErrListenFamily
 	}
 	if err := unix.SetNonblock(l.Fd, true); err != nil {
 		unix.Close(l.Fd)
-		return ListenerID{}, err
+		return 0, err
 	}
 	if l.UDP {
 		// Replies must leave from the address each peer sent to.
@@ -140,7 +143,7 @@ func (e *Engine) AddListener(l Listener) (ListenerID, error) {
 	defer t.mu.Unlock()
 	if t.shut {
 		unix.Close(l.Fd)
-		return ListenerID{}, errors.New("fwd: engine closed")
+		return 0, errors.New("fwd: engine closed")
 	}
 	if t.msgs == nil {
 		t.msgs = make([]mmsghdr, udpBatch)
@@ -166,9 +169,9 @@ func (e *Engine) AddListener(l Listener) (ListenerID, error) {
 		s.active = false
 		t.free = append(t.free, slot)
 		unix.Close(l.Fd)
-		return ListenerID{}, fmt.Errorf("fwd: epoll_ctl add listener: %w", err)
+		return 0, fmt.Errorf("fwd: epoll_ctl add listener: %w", err)
 	}
-	return ListenerID{slot, gen}, nil
+	return listenerID(slot, gen), nil
 }
 
 // RemoveListener closes a listener; connections it accepted live on.
@@ -177,14 +180,15 @@ func (e *Engine) RemoveListener(id ListenerID) {
 	t := &e.lst
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if int(id.slot) >= len(t.ls) {
+	slot := id.slot()
+	if slot < 0 || int(slot) >= len(t.ls) {
 		return
 	}
-	s := &t.ls[id.slot]
-	if !s.active || s.gen != id.gen {
+	s := &t.ls[slot]
+	if !s.active || s.gen != id.gen() {
 		return
 	}
-	t.closeSlot(e, id.slot)
+	t.closeSlot(e, slot)
 }
 
 func (t *listenTable) closeSlot(e *Engine, slot int32) {

@@ -2,9 +2,8 @@ package fwd
 
 import "net/netip"
 
-// NAT holds pasta's address mapping rules (pasta-reference.md,
-// "Addresses"; pasta(1) --map-host-loopback, --no-map-gw, --map-guest-addr,
-// --dns-forward). An invalid (zero) address disables a rule.
+// NAT holds pasta's address mapping rules (pasta(1): --map-host-loopback,
+// --no-map-gw, --map-guest-addr, --dns-forward). An invalid (zero) address disables a rule.
 type NAT struct {
 	// MapHostLoopback: namespace traffic to this address goes to the
 	// host's 127.0.0.1 / ::1, and host loopback sources appear as it.
@@ -78,10 +77,12 @@ func (n *NAT) FromHost(src netip.Addr) (netip.Addr, bool) {
 	return src, true
 }
 
-// newNAT derives the rules from the options the way pasta's defaults work:
+// NewNAT derives the rules from the options the way pasta's defaults work:
 // host loopback is reached through the gateway unless --no-map-gw, an
 // explicit --map-host-loopback wins over both.
-func newNAT(p *NetParams, o *Options) NAT {
+// The engine applies it; the DNS plan asks it which address leads to host
+// loopback, so that the rule has one home.
+func NewNAT(p *NetParams, o *Options) NAT {
 	n := NAT{
 		MapHostLoopback4: o.MapHostLoopback4, MapHostLoopback6: o.MapHostLoopback6,
 		MapGuestAddr4: o.MapGuestAddr4, MapGuestAddr6: o.MapGuestAddr6,

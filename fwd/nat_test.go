@@ -8,11 +8,11 @@ import (
 func TestNATFromTap(t *testing.T) {
 	a := netip.MustParseAddr
 	p := testParams()
-	def := newNAT(p, &Options{})
-	podman := newNAT(p, &Options{NoMapGW: true, MapGuestAddr4: a("169.254.1.2"),
+	def := NewNAT(p, &Options{})
+	podman := NewNAT(p, &Options{NoMapGW: true, MapGuestAddr4: a("169.254.1.2"),
 		DNSForward4: a("169.254.1.1"), DNSHost4: a("192.0.2.53")})
-	explicit := newNAT(p, &Options{NoMapGW: true, MapHostLoopback4: a("10.0.2.9")})
-	dnsOnGW := newNAT(p, &Options{DNSForward4: a("10.0.2.2"), DNSHost4: a("127.0.0.53")})
+	explicit := NewNAT(p, &Options{NoMapGW: true, MapHostLoopback4: a("10.0.2.9")})
+	dnsOnGW := NewNAT(p, &Options{DNSForward4: a("10.0.2.2"), DNSHost4: a("127.0.0.53")})
 	for _, tc := range []struct {
 		name string
 		n    NAT
@@ -45,8 +45,8 @@ func TestNATFromTap(t *testing.T) {
 func TestNATFromHost(t *testing.T) {
 	a := netip.MustParseAddr
 	p := testParams()
-	def := newNAT(p, &Options{})
-	podman := newNAT(p, &Options{NoMapGW: true, MapGuestAddr4: a("169.254.1.2")})
+	def := NewNAT(p, &Options{})
+	podman := NewNAT(p, &Options{NoMapGW: true, MapGuestAddr4: a("169.254.1.2")})
 	for _, tc := range []struct {
 		name string
 		n    NAT

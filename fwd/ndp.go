@@ -6,8 +6,6 @@ import (
 	"github.com/gopasta/gopasta/internal/header"
 )
 
-func init() { respondNDP = ndpReply }
-
 const (
 	// l2l3v6 is the Ethernet plus fixed IPv6 header length.
 	l2l3v6 = header.EthernetMinimumSize + header.IPv6MinimumSize

@@ -10,8 +10,8 @@ import (
 	"github.com/gopasta/gopasta/internal/seqnum"
 )
 
-// TCP translation without a TCP stack and without user-space buffers
-// (pasta-reference.md, "Tap path (TCP)"). The host socket's kernel buffers
+// TCP translation without a TCP stack and without user-space buffers, as
+// pasta translates it. The host socket's kernel buffers
 // are the only buffers:
 //
 //   - Host to namespace: data is read with MSG_PEEK from the offset the
@@ -25,7 +25,9 @@ import (
 //     window offered to the namespace is the socket's free send space, so
 //     back-pressure reaches the namespace's sender.
 //
-// Loss recovery is where pasta stalls (pasta-reference.md, last section).
+// Loss recovery is where pasta stalls: it offers no SACK and drops
+// out-of-order segments, so after a loss it recovers one segment per
+// retransmission timeout.
 // Here every out-of-order segment from the namespace is answered at once
 // with a duplicate ACK, so the namespace's stack fast-retransmits instead of
 // waiting for its retransmission timer; duplicate ACKs from the namespace
@@ -107,14 +109,12 @@ type tcpTr struct {
 	scratch []byte // without SO_PEEK_OFF: where already-sent bytes are peeked to
 }
 
-func init() {
-	newTCPTranslator = func(e *Engine) translator {
-		return &tcpTr{
-			conns:   make([]tcpConn, e.FlowCapacity()),
-			isn:     seqnum.NewISNGenerator(),
-			sendIov: make([]unix.Iovec, rxBatch),
-			peekIov: make([]unix.Iovec, tcpSegBatch+1),
-		}
+func newTCPTranslator(e *Engine) translator {
+	return &tcpTr{
+		conns:   make([]tcpConn, e.FlowCapacity()),
+		isn:     seqnum.NewISNGenerator(),
+		sendIov: make([]unix.Iovec, rxBatch),
+		peekIov: make([]unix.Iovec, tcpSegBatch+1),
 	}
 }
 

@@ -143,52 +143,6 @@ func (t *Thread) Close() {
 	}
 }
 
-// InNetNS runs fn on a temporary OS thread inside the network namespace at
-// path and waits for it. The thread is put back into its original network
-// namespace afterwards; if that fails, the thread is never returned to the
-// runtime. A panic in fn is re-raised in the caller.
-func InNetNS(path string, fn func() error) error {
-	target, err := openNetNS(path)
-	if err != nil {
-		return err
-	}
-	defer target.Close()
-	done := make(chan doResult, 1)
-	goLocked(func() {
-		orig, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			runtime.UnlockOSThread()
-			done <- doResult{err: fmt.Errorf("ns: save current network namespace: %w", err)}
-			return
-		}
-		defer orig.Close()
-		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-			runtime.UnlockOSThread()
-			done <- doResult{err: &EnterError{Path: path, Op: "setns", Err: err}}
-			return
-		}
-		var r doResult
-		func() {
-			defer func() {
-				if p := recover(); p != nil {
-					r = doResult{panicked: true, panicVal: p}
-				}
-			}()
-			r.err = fn()
-		}()
-		if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err == nil {
-			runtime.UnlockOSThread()
-		}
-		// else: leave the goroutine locked; the thread dies with it.
-		done <- r
-	})
-	r := <-done
-	if r.panicked {
-		panic(r.panicVal)
-	}
-	return r.err
-}
-
 // goLocked runs fn on a new goroutine locked to an OS thread other than the
 // process's main thread; fn unlocks it or not. The main thread must stay in
 // the host namespace: /proc/self/ns/net and /proc/self/net follow it, and

@@ -172,9 +172,6 @@ func TestEnterErrors(t *testing.T) {
 				t.Fatalf("Enter(%q): got no error", tc.path)
 			}
 			checkEnterError(t, err, tc.path, tc.op, tc.hint, tc.is)
-			if err := InNetNS(tc.path, func() error { return nil }); err == nil {
-				t.Errorf("InNetNS(%q): got no error", tc.path)
-			}
 		})
 	}
 	t.Run("pid namespace message", func(t *testing.T) {
@@ -257,50 +254,6 @@ func TestThreadDoClose(t *testing.T) {
 	}
 }
 
-func TestInNetNS(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("needs root")
-	}
-	sleeper := startSleeper(t, "-n")
-	path := "/proc/" + strconv.Itoa(sleeper.Process.Pid) + "/ns/net"
-	want := netnsID(t, path)
-	host := netnsID(t, "/proc/self/ns/net")
-	for i := 0; i < 3; i++ { // the thread goes back to the runtime each time
-		var inside uint64
-		err := InNetNS(path, func() error {
-			inside = netnsID(t, "/proc/thread-self/ns/net")
-			return os.ErrDeadlineExceeded
-		})
-		if err != os.ErrDeadlineExceeded {
-			t.Errorf("InNetNS error: got %v, want fn's", err)
-		}
-		if inside != want {
-			t.Errorf("inside InNetNS: netns %d, want %d", inside, want)
-		}
-	}
-	// No thread may have been left behind in the namespace.
-	for _, tid := range threadIDs(t) {
-		p := "/proc/self/task/" + tid + "/ns/net"
-		var st syscall.Stat_t
-		if syscall.Stat(p, &st) == nil && st.Ino != host {
-			t.Errorf("thread %s still in netns %d after InNetNS", tid, st.Ino)
-		}
-	}
-}
-
-func threadIDs(t *testing.T) []string {
-	t.Helper()
-	ents, err := os.ReadDir("/proc/self/task")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids []string
-	for _, e := range ents {
-		ids = append(ids, e.Name())
-	}
-	return ids
-}
-
 // Taken while package init holds the main thread, before any test ran.
 var mainThreadNetNS = func() uint64 {
 	var st syscall.Stat_t
@@ -322,7 +275,6 @@ func TestThreadNeverOnMainThread(t *testing.T) {
 		}
 		th.Do(func() error { return nil })
 		th.Close()
-		InNetNS(path, func() error { return nil })
 		if got := netnsID(t, "/proc/self/ns/net"); got != mainThreadNetNS {
 			t.Fatalf("round %d: main thread moved to netns %d, want %d", i, got, mainThreadNetNS)
 		}

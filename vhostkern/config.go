@@ -17,7 +17,7 @@ const (
 	DefaultQueueSize = 256
 	// DefaultFrameSize fits the largest frame of a 65520-byte MTU (pasta's
 	// default) plus the virtio-net header in one buffer.
-	DefaultFrameSize = 65536 + VnetHdrLen
+	DefaultFrameSize = 65536 + vnetHdrLen
 	// DefaultPoll is how long ReadBatch watches an empty queue before it
 	// asks the kernel for a call.
 	DefaultPoll = 20 * time.Microsecond

@@ -37,7 +37,7 @@ type Device struct {
 	stats    counters
 	kickBuf  [8]byte // eventfd increments of 1, preallocated
 	rxIov    [2]unix.Iovec
-	rxHdr    [VnetHdrLen]byte
+	rxHdr    [vnetHdrLen]byte
 	closed   bool
 }
 
@@ -87,7 +87,7 @@ func Open(cfg Config) (d *Device, err error) {
 			return nil, fmt.Errorf("vhostkern: TAP O_NONBLOCK: %w", err)
 		}
 		d.rxIov[0].Base = &d.rxHdr[0]
-		d.rxIov[0].SetLen(VnetHdrLen)
+		d.rxIov[0].SetLen(vnetHdrLen)
 	}
 	return d, nil
 }
@@ -116,8 +116,8 @@ func checkTap(fd int) error {
 	if fl := ifr.Uint16(); fl&need != need || fl&unix.IFF_TUN != 0 {
 		return fmt.Errorf("vhostkern: %s has flags %#x: want a TAP with IFF_NO_PI|IFF_VNET_HDR", ifr.Name(), fl)
 	}
-	if err := unix.IoctlSetPointerInt(fd, unix.TUNSETVNETHDRSZ, VnetHdrLen); err != nil {
-		return fmt.Errorf("vhostkern: TUNSETVNETHDRSZ %d: %w", VnetHdrLen, err)
+	if err := unix.IoctlSetPointerInt(fd, unix.TUNSETVNETHDRSZ, vnetHdrLen); err != nil {
+		return fmt.Errorf("vhostkern: TUNSETVNETHDRSZ %d: %w", vnetHdrLen, err)
 	}
 	return nil
 }
@@ -309,12 +309,12 @@ func (d *Device) readTap(bufs [][]byte, sizes []int) (n int, err error) {
 			err = fmt.Errorf("vhostkern: TAP readv: %w", e)
 			break
 		}
-		if int(r) < VnetHdrLen+MinFrameLen {
+		if int(r) < vnetHdrLen+MinFrameLen {
 			continue
 		}
 		sizes[n] = int(r)
 		if !d.cfg.PassHdr {
-			sizes[n] -= VnetHdrLen
+			sizes[n] -= vnetHdrLen
 		}
 		n++
 	}

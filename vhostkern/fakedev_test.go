@@ -185,17 +185,17 @@ func (f *fakeDevice) consumeTX(max int) [][]byte {
 			}
 			frame = append(frame, s.buf...)
 		}
-		if len(frame) < VnetHdrLen {
+		if len(frame) < vnetHdrLen {
 			f.fail("TX chain of %d bytes has no header", len(frame))
 		} else if f.passHdr {
 			out = append(out, frame)
 		} else {
-			for i, b := range frame[:VnetHdrLen] {
+			for i, b := range frame[:vnetHdrLen] {
 				if b != 0 {
 					f.fail("TX header byte %d = %#x, want 0", i, b)
 				}
 			}
-			out = append(out, frame[VnetHdrLen:])
+			out = append(out, frame[vnetHdrLen:])
 		}
 		f.addUsed(head, 0)
 	}
@@ -212,7 +212,7 @@ func (f *fakeDevice) deliverRX(frames [][]byte, mergeable bool) int {
 	n := 0
 	f.wake()
 	for _, fr := range frames {
-		need := VnetHdrLen + len(fr)
+		need := vnetHdrLen + len(fr)
 		// Peek how many heads this frame needs before taking any, as
 		// vhost's get_rx_bufs does (it rolls back when short).
 		save := f.lastAvail
@@ -250,7 +250,7 @@ func (f *fakeDevice) deliverRX(frames [][]byte, mergeable bool) int {
 		}
 		data := make([]byte, need)
 		binary.LittleEndian.PutUint16(data[numBuffersOff:], uint16(len(parts)))
-		copy(data[VnetHdrLen:], fr)
+		copy(data[vnetHdrLen:], fr)
 		for _, p := range parts {
 			written := 0
 			for _, s := range p.segs {

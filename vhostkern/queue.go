@@ -77,7 +77,7 @@ func newQueues(mem []byte, base uint64, num, frameSize int, features uint64, wit
 		return nil, nil, err
 	}
 	tx := &txQueue{r: r, buf: buffers{off: 2*rl + num*stride, stride: stride, size: uint32(frameSize)},
-		maxFrame: min(MaxFrameLen, num*frameSize-VnetHdrLen), stats: stats, ids: make([]uint16, num)}
+		maxFrame: min(MaxFrameLen, num*frameSize-vnetHdrLen), stats: stats, ids: make([]uint16, num)}
 	return rx, tx, nil
 }
 
@@ -125,7 +125,7 @@ func (q *rxQueue) drain(bufs [][]byte, sizes []int) (n int, waitFor uint16, err 
 	avail := r.pending()
 	for n < len(bufs) && avail > 0 {
 		id, length := r.peekUsed(0)
-		if id >= uint32(r.num) || length > q.buf.size || length < VnetHdrLen {
+		if id >= uint32(r.num) || length > q.buf.size || length < vnetHdrLen {
 			return n, 0, fmt.Errorf("%w: RX used element: id %d, %d bytes (buffers hold %d)",
 				ErrDeviceBroken, id, length, q.buf.size)
 		}
@@ -155,7 +155,7 @@ func (q *rxQueue) drain(bufs [][]byte, sizes []int) (n int, waitFor uint16, err 
 			}
 			data := q.buf.slot(r, head)[:length]
 			if k == 0 && !q.keepHdr {
-				data = data[VnetHdrLen:]
+				data = data[vnetHdrLen:]
 			}
 			if fits && total+len(data) <= len(dst) {
 				copy(dst[total:], data)
@@ -292,12 +292,12 @@ func (q *txQueue) write(bufs [][]byte) (n int, err error) {
 	}
 	size := int(q.buf.size)
 	// add: header bytes this queue writes in front of each frame.
-	add := VnetHdrLen
+	add := vnetHdrLen
 	if q.keepHdr {
 		add = 0
 	}
 	for _, f := range bufs {
-		if l := len(f) + add - VnetHdrLen; l < MinFrameLen || l > q.maxFrame {
+		if l := len(f) + add - vnetHdrLen; l < MinFrameLen || l > q.maxFrame {
 			err = &FrameLenError{Len: l, Max: q.maxFrame}
 			break
 		}

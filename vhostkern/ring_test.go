@@ -222,7 +222,7 @@ func TestTXFrames(t *testing.T) {
 		for _, frameSize := range []int{256, 2048, DefaultFrameSize} {
 			t.Run(fs.name, func(t *testing.T) {
 				h := newHarness(t, 64, frameSize, fs.f, 0)
-				sizes := []int{14, 60, 256 - VnetHdrLen, 256 - VnetHdrLen + 1, 1514, 9014, 65535}
+				sizes := []int{14, 60, 256 - vnetHdrLen, 256 - vnetHdrLen + 1, 1514, 9014, 65535}
 				var frames [][]byte
 				for i, s := range sizes {
 					if s <= h.tx.maxFrame {
@@ -258,9 +258,9 @@ func TestTXFrames(t *testing.T) {
 func TestPassHdr(t *testing.T) {
 	h := newHarness(t, 64, 2048, FeatureVersion1|FeatureEventIdx|FeatureMrgRxbuf, 0)
 	h.rx.keepHdr, h.tx.keepHdr, h.txDev.passHdr = true, true, true
-	gso := testFrame(1, VnetHdrLen+MaxFrameLen) // the largest GSO frame
+	gso := testFrame(1, vnetHdrLen+MaxFrameLen) // the largest GSO frame
 	copy(gso, []byte{1, 4, 54, 0, 0xa8, 0x05, 54, 0, 16, 0, 0, 0})
-	small := testFrame(2, VnetHdrLen+60)
+	small := testFrame(2, vnetHdrLen+60)
 	n, err := h.tx.write([][]byte{gso, small})
 	if n != 2 || err != nil {
 		t.Fatalf("write = %d, %v; want 2, nil", n, err)
@@ -269,7 +269,7 @@ func TestPassHdr(t *testing.T) {
 	if len(got) != 2 || !bytes.Equal(got[0], gso) || !bytes.Equal(got[1], small) {
 		t.Errorf("device got %d frames, want the 2 written with their headers unchanged", len(got))
 	}
-	if _, err := h.tx.write([][]byte{make([]byte, VnetHdrLen+13)}); err == nil {
+	if _, err := h.tx.write([][]byte{make([]byte, vnetHdrLen+13)}); err == nil {
 		t.Error("a header with a 13-byte frame behind it was accepted")
 	}
 	h.txDev.consumeTX(-1)
@@ -283,8 +283,8 @@ func TestPassHdr(t *testing.T) {
 		t.Fatalf("read %d frames, want 2", len(rx))
 	}
 	for i, f := range rx {
-		if len(f) != VnetHdrLen+len(frames[i]) || !bytes.Equal(f[VnetHdrLen:], frames[i]) {
-			t.Errorf("frame %d: got %d bytes, want a %d-byte header and the %d-byte frame", i, len(f), VnetHdrLen, len(frames[i]))
+		if len(f) != vnetHdrLen+len(frames[i]) || !bytes.Equal(f[vnetHdrLen:], frames[i]) {
+			t.Errorf("frame %d: got %d bytes, want a %d-byte header and the %d-byte frame", i, len(f), vnetHdrLen, len(frames[i]))
 		}
 	}
 	if nb := binary.LittleEndian.Uint16(rx[1][numBuffersOff:]); nb != 3 {
@@ -301,7 +301,7 @@ func TestTXRejectsBadFrames(t *testing.T) {
 		{"empty", 0},
 		{"shorter than an Ethernet header", 13},
 		{"longer than a 64 KiB packet", MaxFrameLen + 1},
-		{"longer than the ring holds", 8*2048 - VnetHdrLen + 1},
+		{"longer than the ring holds", 8*2048 - vnetHdrLen + 1},
 	}
 	for _, tt := range tests {
 		frames := [][]byte{testFrame(1, 60), make([]byte, tt.len), testFrame(2, 60)}
@@ -323,7 +323,7 @@ func TestRXFrames(t *testing.T) {
 			}
 			h := newHarness(t, 32, frameSize, fs.f, 0)
 			var frames [][]byte
-			for i, s := range []int{14, 60, 2048 - VnetHdrLen, 2048 - VnetHdrLen + 1, 1514, 9014, 30000} {
+			for i, s := range []int{14, 60, 2048 - vnetHdrLen, 2048 - vnetHdrLen + 1, 1514, 9014, 30000} {
 				frames = append(frames, testFrame(i, s))
 			}
 			if n := h.rxDev.deliverRX(frames, h.mergeable); n != len(frames) {

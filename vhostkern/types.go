@@ -1,11 +1,15 @@
 package vhostkern
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/gopasta/gopasta/internal/header"
+)
 
 const (
-	// VnetHdrLen is sizeof(struct virtio_net_hdr_v1): flags, gso_type,
+	// vnetHdrLen is sizeof(struct virtio_net_hdr_v1): flags, gso_type,
 	// hdr_len, gso_size, csum_start, csum_offset, num_buffers.
-	VnetHdrLen = 12
+	vnetHdrLen = header.VirtioNetHdrSize
 	// numBuffersOff locates num_buffers, which the device fills with
 	// MRG_RXBUF to say how many used elements carry this frame.
 	numBuffersOff = 10

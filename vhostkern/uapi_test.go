@@ -58,7 +58,7 @@ func TestStructLayouts(t *testing.T) {
 		m    vhostMemory1
 		d    vringDesc
 		u    vringUsedElem
-		nhdr [VnetHdrLen]byte
+		nhdr [vnetHdrLen]byte
 	)
 	tests := []struct {
 		name      string

@@ -59,13 +59,31 @@ type dnsPlan struct {
 	ForwardTo4, ForwardTo6 netip.Addr // the host resolver it goes to
 }
 
+// dnsInput is what the DNS plan is made of.
+type dnsInput struct {
+	DNS      []netip.Addr // -D (nil: the host's resolvers)
+	NoDNS    bool         // -D none
+	Search   []string     // -S (nil: the host's search list)
+	NoSearch bool         // -S none
+	// Forward (--dns-forward): the namespace-side address whose port 53
+	// goes to Host (--dns-host, else the host's first resolver).
+	Forward4, Forward6 netip.Addr
+	Host4, Host6       netip.Addr
+	// MapLo: the address whose traffic goes to host loopback (the
+	// engine's NAT), if any.
+	MapLo4, MapLo6 netip.Addr
+	Resolv         resolvConf // the host's /etc/resolv.conf
+}
+
 // planDNS follows pasta: explicit -D servers are handed out as they are.
 // Otherwise the host's resolvers are, except that a resolver on host
 // loopback (systemd-resolved's 127.0.0.53, a local dnsmasq) is unreachable
 // from the namespace: the namespace is told to use the gateway (or the
 // --dns-forward address), whose port 53 the engine sends to that resolver.
-func planDNS(dns []netip.Addr, noDNS bool, search []string, noSearch bool,
-	fwd4, fwd6, host4, host6 netip.Addr, mapLo4, mapLo6 netip.Addr, rc resolvConf) dnsPlan {
+func planDNS(in dnsInput) dnsPlan {
+	dns, noDNS, search, noSearch := in.DNS, in.NoDNS, in.Search, in.NoSearch
+	fwd4, fwd6, host4, host6 := in.Forward4, in.Forward6, in.Host4, in.Host6
+	mapLo4, mapLo6, rc := in.MapLo4, in.MapLo6, in.Resolv
 	var p dnsPlan
 	switch {
 	case noSearch:

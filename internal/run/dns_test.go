@@ -81,95 +81,82 @@ func FuzzParseResolvConf(f *testing.F) {
 // namespace-side address's port 53 goes to which host resolver.
 func TestPlanDNS(t *testing.T) {
 	gw4, gw6 := netip.MustParseAddr("192.0.2.254"), netip.MustParseAddr("fe80::1")
-	type in struct {
-		dns        []netip.Addr
-		noDNS      bool
-		search     []string
-		noSearch   bool
-		fwd4, fwd6 netip.Addr
-		host4      netip.Addr
-		host6      netip.Addr
-		mapLo4     netip.Addr
-		mapLo6     netip.Addr
-		rc         resolvConf
-	}
 	tests := []struct {
 		name string
-		in   in
+		in   dnsInput
 		want dnsPlan
 	}{
 		{
 			name: "host resolvers handed out as they are",
-			in: in{mapLo4: gw4, mapLo6: gw6, rc: resolvConf{
+			in: dnsInput{MapLo4: gw4, MapLo6: gw6, Resolv: resolvConf{
 				Servers: addrs("198.51.100.53", "2001:db8::53"), Search: []string{"example.test"}}},
 			want: dnsPlan{DNS4: addrs("198.51.100.53"), DNS6: addrs("2001:db8::53"), Search: []string{"example.test"}},
 		},
 		{
 			name: "loopback resolver reached through the gateway",
-			in:   in{mapLo4: gw4, mapLo6: gw6, rc: resolvConf{Servers: addrs("127.0.0.53", "::1")}},
+			in:   dnsInput{MapLo4: gw4, MapLo6: gw6, Resolv: resolvConf{Servers: addrs("127.0.0.53", "::1")}},
 			want: dnsPlan{DNS4: []netip.Addr{gw4}, DNS6: []netip.Addr{gw6},
 				Forward4: gw4, ForwardTo4: netip.MustParseAddr("127.0.0.53"),
 				Forward6: gw6, ForwardTo6: netip.IPv6Loopback()},
 		},
 		{
 			name: "loopback resolver without loopback mapping is unreachable",
-			in:   in{rc: resolvConf{Servers: addrs("127.0.0.53", "198.51.100.53")}},
+			in:   dnsInput{Resolv: resolvConf{Servers: addrs("127.0.0.53", "198.51.100.53")}},
 			want: dnsPlan{DNS4: addrs("198.51.100.53")},
 		},
 		{
 			name: "dns-forward goes to the first resolver",
-			in: in{fwd4: netip.MustParseAddr("169.254.1.1"), mapLo4: gw4,
-				rc: resolvConf{Servers: addrs("127.0.0.1", "198.51.100.53")}},
+			in: dnsInput{Forward4: netip.MustParseAddr("169.254.1.1"), MapLo4: gw4,
+				Resolv: resolvConf{Servers: addrs("127.0.0.1", "198.51.100.53")}},
 			want: dnsPlan{DNS4: addrs("169.254.1.1", "198.51.100.53"),
 				Forward4: netip.MustParseAddr("169.254.1.1"), ForwardTo4: netip.MustParseAddr("127.0.0.1")},
 		},
 		{
 			name: "dns-forward to dns-host",
-			in: in{fwd4: netip.MustParseAddr("10.0.2.3"), host4: netip.MustParseAddr("198.51.100.9"),
-				rc: resolvConf{Servers: addrs("198.51.100.53")}},
+			in: dnsInput{Forward4: netip.MustParseAddr("10.0.2.3"), Host4: netip.MustParseAddr("198.51.100.9"),
+				Resolv: resolvConf{Servers: addrs("198.51.100.53")}},
 			want: dnsPlan{DNS4: addrs("10.0.2.3", "198.51.100.53"),
 				Forward4: netip.MustParseAddr("10.0.2.3"), ForwardTo4: netip.MustParseAddr("198.51.100.9")},
 		},
 		{
 			name: "dns-forward IPv6",
-			in: in{fwd6: netip.MustParseAddr("2001:db8::3"), mapLo6: gw6,
-				rc: resolvConf{Servers: addrs("192.0.2.1", "::1")}},
+			in: dnsInput{Forward6: netip.MustParseAddr("2001:db8::3"), MapLo6: gw6,
+				Resolv: resolvConf{Servers: addrs("192.0.2.1", "::1")}},
 			want: dnsPlan{DNS4: addrs("192.0.2.1"), DNS6: addrs("2001:db8::3"),
 				Forward6: netip.MustParseAddr("2001:db8::3"), ForwardTo6: netip.IPv6Loopback()},
 		},
 		{
 			name: "explicit -D wins",
-			in: in{dns: addrs("198.51.100.1", "2001:db8::1", "198.51.100.1"), mapLo4: gw4,
-				rc: resolvConf{Servers: addrs("127.0.0.53")}},
+			in: dnsInput{DNS: addrs("198.51.100.1", "2001:db8::1", "198.51.100.1"), MapLo4: gw4,
+				Resolv: resolvConf{Servers: addrs("127.0.0.53")}},
 			want: dnsPlan{DNS4: addrs("198.51.100.1"), DNS6: addrs("2001:db8::1")},
 		},
 		{
 			name: "-D none keeps forwarding",
-			in: in{noDNS: true, fwd4: netip.MustParseAddr("10.0.2.3"),
-				rc: resolvConf{Servers: addrs("198.51.100.53"), Search: []string{"x.test"}}},
+			in: dnsInput{NoDNS: true, Forward4: netip.MustParseAddr("10.0.2.3"),
+				Resolv: resolvConf{Servers: addrs("198.51.100.53"), Search: []string{"x.test"}}},
 			want: dnsPlan{Search: []string{"x.test"},
 				Forward4: netip.MustParseAddr("10.0.2.3"), ForwardTo4: netip.MustParseAddr("198.51.100.53")},
 		},
 		{
 			name: "duplicates handed out once",
-			in:   in{rc: resolvConf{Servers: addrs("198.51.100.53", "198.51.100.53", "2001:db8::53", "2001:db8::53")}},
+			in:   dnsInput{Resolv: resolvConf{Servers: addrs("198.51.100.53", "198.51.100.53", "2001:db8::53", "2001:db8::53")}},
 			want: dnsPlan{DNS4: addrs("198.51.100.53"), DNS6: addrs("2001:db8::53")},
 		},
 		{
 			name: "explicit search",
-			in:   in{search: []string{"a.test"}, rc: resolvConf{Search: []string{"b.test"}}},
+			in:   dnsInput{Search: []string{"a.test"}, Resolv: resolvConf{Search: []string{"b.test"}}},
 			want: dnsPlan{Search: []string{"a.test"}},
 		},
 		{
 			name: "search none",
-			in:   in{noSearch: true, rc: resolvConf{Search: []string{"b.test"}}},
+			in:   dnsInput{NoSearch: true, Resolv: resolvConf{Search: []string{"b.test"}}},
 			want: dnsPlan{},
 		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			i := tc.in
-			got := planDNS(i.dns, i.noDNS, i.search, i.noSearch, i.fwd4, i.fwd6, i.host4, i.host6, i.mapLo4, i.mapLo6, i.rc)
+			got := planDNS(tc.in)
 			if !slices.Equal(got.DNS4, tc.want.DNS4) || !slices.Equal(got.DNS6, tc.want.DNS6) {
 				t.Errorf("servers: got %v %v, want %v %v", got.DNS4, got.DNS6, tc.want.DNS4, tc.want.DNS6)
 			}

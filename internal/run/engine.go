@@ -66,22 +66,16 @@ func planEngine(cfg *config.Config, p *netPlan, rc resolvConf) engineSetup {
 		Outbound4: cfg.Outbound4, Outbound6: cfg.Outbound6,
 		OutboundIf4: cfg.OutboundIf4, OutboundIf6: cfg.OutboundIf6,
 	}
-	// The address whose traffic goes to host loopback, as the engine's NAT
-	// will derive it: DNS on it may need to reach a loopback resolver.
-	// An explicit --map-host-loopback ADDR wins over --no-map-gw, which
-	// only turns off the default of mapping the gateway (fwd's newNAT
-	// applies the same rule).
-	mapLo4, mapLo6 := o.MapHostLoopback4, o.MapHostLoopback6
-	if !o.NoMapGW {
-		if !mapLo4.IsValid() {
-			mapLo4 = np.Gateway4
-		}
-		if !mapLo6.IsValid() {
-			mapLo6 = np.Gateway6
-		}
-	}
-	d := planDNS(cfg.DNS, cfg.NoDNS, cfg.Search, cfg.NoSearch,
-		cfg.DNSForward4, cfg.DNSForward6, cfg.DNSHost4, cfg.DNSHost6, mapLo4, mapLo6, rc)
+	// The address whose traffic goes to host loopback: DNS on it may need
+	// to reach a loopback resolver.
+	nat := fwd.NewNAT(&np, &o)
+	d := planDNS(dnsInput{
+		DNS: cfg.DNS, NoDNS: cfg.NoDNS, Search: cfg.Search, NoSearch: cfg.NoSearch,
+		Forward4: cfg.DNSForward4, Forward6: cfg.DNSForward6,
+		Host4: cfg.DNSHost4, Host6: cfg.DNSHost6,
+		MapLo4: nat.MapHostLoopback4, MapLo6: nat.MapHostLoopback6,
+		Resolv: rc,
+	})
 	if !cfg.NoDHCPDNS {
 		np.DNS4, np.DNS6 = d.DNS4, d.DNS6
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/gopasta/gopasta/fwd"
 	"github.com/gopasta/gopasta/internal/config"
+	"github.com/gopasta/gopasta/internal/header"
 	"github.com/gopasta/gopasta/tap"
 	"github.com/gopasta/gopasta/vhostkern"
 	"golang.org/x/sys/unix"
@@ -100,7 +101,7 @@ const offloadEnv = "GOPASTA_OFFLOAD"
 func (dl *dataLink) openPlain(tc tap.Config, offload bool, log *slog.Logger) error {
 	if offload {
 		vc := tc
-		vc.VnetHdr, vc.VnetHdrSize = true, vhostkern.VnetHdrLen
+		vc.VnetHdr, vc.VnetHdrSize = true, header.VirtioNetHdrSize
 		t, err := openTap(vc, log)
 		if err == nil {
 			dl.tap, dl.vnet = t, true
@@ -128,7 +129,7 @@ func setOffloads(t *tap.Device, log *slog.Logger) {
 // speaks and attaches a vhost device to it. On failure nothing stays open,
 // and tapErr says whether it was the TAP that failed rather than vhost-net.
 func openVhostTap(tc tap.Config, offload bool, log *slog.Logger) (_ *tap.Device, _ *vhostkern.Device, tapErr bool, _ error) {
-	tc.VnetHdr, tc.VnetHdrSize = true, vhostkern.VnetHdrLen
+	tc.VnetHdr, tc.VnetHdrSize = true, header.VirtioNetHdrSize
 	t, err := openTap(tc, log)
 	if err != nil {
 		return nil, nil, true, err

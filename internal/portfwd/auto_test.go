@@ -1,0 +1,127 @@
+package portfwd
+
+import (
+	"context"
+	"net"
+	"slices"
+	"sync"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gopasta/gopasta/fwd"
+	"github.com/gopasta/gopasta/internal/config"
+)
+
+// freePort is a TCP port nothing listens on right now.
+func freePort(t *testing.T) uint16 {
+	t.Helper()
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return uint16(l.Addr().(*net.TCPAddr).Port)
+}
+
+// TestAutoScan: auto listeners follow the other side's listening ports,
+// never mirror gopasta's own, and go away with them.
+func TestAutoScan(t *testing.T) {
+	p1, p2 := freePort(t), freePort(t)
+	var mu sync.Mutex
+	var nsPorts, hostPorts config.PortSet // what each side "listens on"
+	eng := &recordingEngine{}
+	cfg := Config{
+		Rules: Rules{
+			TCP: config.DefaultPortSpec(), TCPNS: config.DefaultPortSpec(),
+			UDP: config.PortSpec{Mode: config.PortsNone}, UDPNS: config.PortSpec{Mode: config.PortsNone},
+		},
+		Engine: eng, InNS: func(f func() error) error { return f() },
+		IPv4: true, NoSplice: true,
+		Listening: func(nsSide bool) (tcp, udp config.PortSet, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if nsSide {
+				return nsPorts, udp, nil
+			}
+			return hostPorts, udp, nil
+		},
+	}
+	mu.Lock()
+	nsPorts.Add(p1)
+	mu.Unlock()
+	pf, err := Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pf.Close()
+	if got, want := eng.open(), []uint16{p1}; !slices.Equal(got, want) {
+		t.Fatalf("after start: host listeners on %v, want %v", got, want)
+	}
+	// Our host listener on p1 now shows among the host's ports: it must
+	// not come back as a namespace listener (-T auto).
+	mu.Lock()
+	hostPorts.Add(p1)
+	nsPorts.Add(p2)
+	mu.Unlock()
+	pf.scan()
+	want := []uint16{p1, p2}
+	slices.Sort(want)
+	if got := eng.open(); !slices.Equal(got, want) {
+		t.Errorf("second scan: host listeners on %v, want %v", got, want)
+	}
+	if n := pf.sp.ListenerCount(); n != 0 {
+		t.Errorf("namespace listeners: got %d, want 0 (p1 is our own)", n)
+	}
+	mu.Lock()
+	nsPorts = config.PortSet{}
+	nsPorts.Add(p2)
+	mu.Unlock()
+	pf.scan()
+	if got, want := eng.open(), []uint16{p2}; !slices.Equal(got, want) {
+		t.Errorf("after p1 went away: host listeners on %v, want %v", got, want)
+	}
+}
+
+// recordingEngine is the engine's listener API without an engine: it
+// holds the listeners it is given and closes them on removal.
+type recordingEngine struct {
+	mu   sync.Mutex
+	ls   []fwd.Listener
+	gone []bool
+	hook fwd.SpliceHook
+}
+
+func (e *recordingEngine) AddListener(l fwd.Listener) (fwd.ListenerID, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.ls = append(e.ls, l)
+	e.gone = append(e.gone, false)
+	return fwd.ListenerID(len(e.ls) - 1), nil
+}
+
+func (e *recordingEngine) RemoveListener(id fwd.ListenerID) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	i := int(id)
+	if !e.gone[i] {
+		e.gone[i] = true
+		unix.Close(e.ls[i].Fd)
+	}
+}
+
+func (e *recordingEngine) SetSpliceHook(h fwd.SpliceHook) { e.hook = h }
+
+// open lists the ports of the listeners still open, sorted.
+func (e *recordingEngine) open() []uint16 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []uint16
+	for i, l := range e.ls {
+		if !e.gone[i] {
+			out = append(out, l.Local.Port())
+		}
+	}
+	slices.Sort(out)
+	return out
+}
