@@ -13,6 +13,10 @@ func TestNATFromTap(t *testing.T) {
 		DNSForward4: a("169.254.1.1"), DNSHost4: a("192.0.2.53")})
 	explicit := NewNAT(p, &Options{NoMapGW: true, MapHostLoopback4: a("10.0.2.9")})
 	dnsOnGW := NewNAT(p, &Options{DNSForward4: a("10.0.2.2"), DNSHost4: a("127.0.0.53")})
+	// The gateway is the host's resolver too: its DNS goes to it, not to
+	// host loopback (what the DNS plan asks for then).
+	gwResolver := NewNAT(p, &Options{DNSForward4: a("10.0.2.2"), DNSHost4: a("10.0.2.2"),
+		DNSForward6: a("fe80::1"), DNSHost6: a("2001:db8::fe")})
 	for _, tc := range []struct {
 		name string
 		n    NAT
@@ -33,6 +37,12 @@ func TestNATFromTap(t *testing.T) {
 		{"explicit leaves gateway", explicit, "10.0.2.2", 22, false, "10.0.2.2"},
 		{"dns before loopback map", dnsOnGW, "10.0.2.2", 53, true, "127.0.0.53"},
 		{"gateway non-dns still loopback", dnsOnGW, "10.0.2.2", 54, true, "127.0.0.1"},
+		{"gateway resolver: dns to the gateway", gwResolver, "10.0.2.2", 53, true, "10.0.2.2"},
+		{"gateway resolver: v6 dns to the resolver", gwResolver, "fe80::1", 53, true, "2001:db8::fe"},
+		{"gateway resolver: other port to loopback", gwResolver, "10.0.2.2", 80, true, "127.0.0.1"},
+		{"gateway resolver: v6 other port to loopback", gwResolver, "fe80::1", 853, true, "::1"},
+		{"gateway resolver: not dns proto to loopback", gwResolver, "10.0.2.2", 53, false, "127.0.0.1"},
+		{"gateway resolver: other address untouched", gwResolver, "192.0.2.7", 53, true, "192.0.2.7"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := tc.n.FromTap(a(tc.dst), tc.port, tc.dns); got != a(tc.want) {

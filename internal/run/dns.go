@@ -76,10 +76,26 @@ type dnsInput struct {
 }
 
 // planDNS follows pasta: explicit -D servers are handed out as they are.
-// Otherwise the host's resolvers are, except that a resolver on host
-// loopback (systemd-resolved's 127.0.0.53, a local dnsmasq) is unreachable
-// from the namespace: the namespace is told to use the gateway (or the
-// --dns-forward address), whose port 53 the engine sends to that resolver.
+// Otherwise the host's resolvers are, except for two kinds the host
+// loopback mapping would make unreachable from the namespace:
+//
+//   - a resolver on host loopback (systemd-resolved's 127.0.0.53, a local
+//     dnsmasq): the namespace could never address it;
+//   - a resolver at the mapped address itself, typically the gateway of a
+//     home network that is also its resolver: the namespace can address
+//     it, but the mapping sends its traffic to host loopback instead.
+//
+// For both, the namespace is told to use the mapped address (the gateway),
+// and DNS (TCP and UDP port 53) to it is forwarded as if it were the
+// --dns-forward address, so that the mapping does not shadow the gateway's
+// own resolver: to --dns-host if given, else to the resolver the mapped
+// address stands for (the first that qualifies, per family; pasta takes the
+// host's first resolver, whatever it is). Other traffic to the mapped
+// address still goes to host loopback.
+//
+// With --dns-forward, the namespace is told to use the forward address
+// instead, whose DNS goes to --dns-host or the host's first resolver; the
+// mapped address then leads to host loopback for DNS too.
 func planDNS(in dnsInput) dnsPlan {
 	dns, noDNS, search, noSearch := in.DNS, in.NoDNS, in.Search, in.NoSearch
 	fwd4, fwd6, host4, host6 := in.Forward4, in.Forward6, in.Host4, in.Host6
@@ -93,8 +109,8 @@ func planDNS(in dnsInput) dnsPlan {
 		p.Search = rc.Search
 	}
 
-	// The resolver --dns-forward and loopback mapping lead to: --dns-host,
-	// else the host's first resolver of that family.
+	// The resolver --dns-forward leads to: --dns-host, else the host's
+	// first resolver of that family.
 	for _, s := range rc.Servers {
 		if s.Is4() && !host4.IsValid() {
 			host4 = s
@@ -133,18 +149,36 @@ func planDNS(in dnsInput) dnsPlan {
 		add(fwd6)
 	}
 	for _, s := range rc.Servers {
-		switch {
-		case !s.IsLoopback():
-			add(s)
-		case s.Is4() && !fwd4.IsValid() && mapLo4.IsValid():
-			add(mapLo4)
-			p.Forward4, p.ForwardTo4 = mapLo4, s
-		case s.Is6() && !fwd6.IsValid() && mapLo6.IsValid():
-			add(mapLo6)
-			p.Forward6, p.ForwardTo6 = mapLo6, s
+		mapLo, fwd := mapLo4, fwd4
+		if s.Is6() {
+			mapLo, fwd = mapLo6, fwd6
 		}
+		switch {
+		case !s.IsLoopback() && s != mapLo:
+			add(s)
+		case fwd.IsValid():
+			// Shadowed by the mapping: reached through the forward
+			// address, already handed out.
+		case mapLo.IsValid():
+			add(mapLo)
+			if s.Is4() && !p.Forward4.IsValid() {
+				p.Forward4, p.ForwardTo4 = mapLo, or(in.Host4, s)
+			} else if s.Is6() && !p.Forward6.IsValid() {
+				p.Forward6, p.ForwardTo6 = mapLo, or(in.Host6, s)
+			}
+		}
+		// Otherwise a loopback resolver with no mapping to reach it by:
+		// unreachable, not handed out.
 	}
 	return p
+}
+
+// or is a if valid, else b.
+func or(a, b netip.Addr) netip.Addr {
+	if a.IsValid() {
+		return a
+	}
+	return b
 }
 
 func contains(as []netip.Addr, a netip.Addr) bool {

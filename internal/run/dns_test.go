@@ -100,6 +100,71 @@ func TestPlanDNS(t *testing.T) {
 				Forward6: gw6, ForwardTo6: netip.IPv6Loopback()},
 		},
 		{
+			name: "gateway resolver not shadowed by the loopback mapping",
+			in: dnsInput{MapLo4: gw4, MapLo6: gw6, Resolv: resolvConf{
+				Servers: addrs("192.0.2.254", "fe80::1", "198.51.100.53")}},
+			want: dnsPlan{DNS4: addrs("192.0.2.254", "198.51.100.53"), DNS6: []netip.Addr{gw6},
+				Forward4: gw4, ForwardTo4: gw4, Forward6: gw6, ForwardTo6: gw6},
+		},
+		{
+			name: "gateway resolver after another resolver",
+			in: dnsInput{MapLo4: gw4, Resolv: resolvConf{
+				Servers: addrs("198.51.100.53", "192.0.2.254")}},
+			want: dnsPlan{DNS4: addrs("198.51.100.53", "192.0.2.254"),
+				Forward4: gw4, ForwardTo4: gw4},
+		},
+		{
+			name: "gateway and loopback resolvers: the first stands for the gateway",
+			in: dnsInput{MapLo4: gw4, Resolv: resolvConf{
+				Servers: addrs("192.0.2.254", "127.0.0.53")}},
+			want: dnsPlan{DNS4: addrs("192.0.2.254"), Forward4: gw4, ForwardTo4: gw4},
+		},
+		{
+			name: "loopback then gateway resolver",
+			in: dnsInput{MapLo4: gw4, Resolv: resolvConf{
+				Servers: addrs("127.0.0.53", "192.0.2.254")}},
+			want: dnsPlan{DNS4: addrs("192.0.2.254"), Forward4: gw4, ForwardTo4: netip.MustParseAddr("127.0.0.53")},
+		},
+		{
+			name: "gateway resolver to dns-host",
+			in: dnsInput{MapLo4: gw4, Host4: netip.MustParseAddr("198.51.100.9"),
+				Resolv: resolvConf{Servers: addrs("192.0.2.254")}},
+			want: dnsPlan{DNS4: addrs("192.0.2.254"), Forward4: gw4, ForwardTo4: netip.MustParseAddr("198.51.100.9")},
+		},
+		{
+			name: "loopback resolver to dns-host",
+			in: dnsInput{MapLo6: gw6, Host6: netip.MustParseAddr("2001:db8::9"),
+				Resolv: resolvConf{Servers: addrs("::1")}},
+			want: dnsPlan{DNS6: []netip.Addr{gw6}, Forward6: gw6, ForwardTo6: netip.MustParseAddr("2001:db8::9")},
+		},
+		{
+			name: "gateway resolver with dns-forward: the forward address stands for it",
+			in: dnsInput{Forward4: netip.MustParseAddr("169.254.1.1"), MapLo4: gw4,
+				Forward6: netip.MustParseAddr("2001:db8::3"), MapLo6: gw6,
+				Resolv: resolvConf{Servers: addrs("192.0.2.254", "fe80::1", "198.51.100.53")}},
+			want: dnsPlan{DNS4: addrs("169.254.1.1", "198.51.100.53"), DNS6: addrs("2001:db8::3"),
+				Forward4: netip.MustParseAddr("169.254.1.1"), ForwardTo4: gw4,
+				Forward6: netip.MustParseAddr("2001:db8::3"), ForwardTo6: gw6},
+		},
+		{
+			name: "gateway resolver with no-map-gw is an ordinary resolver",
+			in:   dnsInput{Resolv: resolvConf{Servers: addrs("192.0.2.254")}},
+			want: dnsPlan{DNS4: addrs("192.0.2.254")},
+		},
+		{
+			name: "explicit map-host-loopback at a resolver",
+			in: dnsInput{MapLo4: netip.MustParseAddr("198.51.100.53"),
+				Resolv: resolvConf{Servers: addrs("192.0.2.254", "198.51.100.53")}},
+			want: dnsPlan{DNS4: addrs("192.0.2.254", "198.51.100.53"),
+				Forward4: netip.MustParseAddr("198.51.100.53"), ForwardTo4: netip.MustParseAddr("198.51.100.53")},
+		},
+		{
+			name: "explicit -D: no implicit forwarding",
+			in: dnsInput{DNS: addrs("192.0.2.254"), MapLo4: gw4,
+				Resolv: resolvConf{Servers: addrs("192.0.2.254")}},
+			want: dnsPlan{DNS4: addrs("192.0.2.254")},
+		},
+		{
 			name: "loopback resolver without loopback mapping is unreachable",
 			in:   dnsInput{Resolv: resolvConf{Servers: addrs("127.0.0.53", "198.51.100.53")}},
 			want: dnsPlan{DNS4: addrs("198.51.100.53")},
