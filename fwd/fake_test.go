@@ -151,6 +151,7 @@ func (s *fakeSys) discard(_ int, n int) (int, error)        { return n, nil }
 func (s *fakeSys) getsockoptInt(int, int, int) (int, error) { return 0, nil }
 func (s *fakeSys) sendSpace(int) (int, error)               { return 1 << 20, nil }
 func (s *fakeSys) shutdown(int, int) error                  { return nil }
+func (s *fakeSys) wantSpace(int)                            {}
 func (s *fakeSys) abort(int) error                          { return nil }
 func (s *fakeSys) close(fd int) error {
 	delete(s.open, fd)

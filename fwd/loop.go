@@ -222,6 +222,9 @@ type sysOps interface {
 	discard(fd int, n int) (int, error)
 	getsockoptInt(fd, level, opt int) (int, error)
 	sendSpace(fd int) (int, error)
+	// wantSpace asks the kernel for an EPOLLOUT edge once fd's send
+	// buffer has drained (tcpTr.windowShort).
+	wantSpace(fd int)
 	shutdown(fd, how int) error
 	abort(fd int) error
 }
@@ -235,6 +238,7 @@ type kernelSys struct {
 	optLen  uint32
 	memInfo [skMemInfoVars]uint32
 	linger  unix.Linger
+	pollFd  unix.PollFd
 }
 
 func (k *kernelSys) socket(d, t, p int) (int, error) {

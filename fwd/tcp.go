@@ -50,8 +50,8 @@ const (
 	tcpDupAcks     = 3
 	tcpSegBatch    = txFrames // segments per peek
 	tcpOptsSYN     = 8        // MSS (4) + NOP + window scale (3)
-	tcpWndPollMin  = 10 * int64(1e6)
-	tcpWndPollMax  = int64(1e9)
+	tcpWndPollMin  = int64(1e6)
+	tcpWndPollMax  = 50 * int64(1e6)
 )
 
 // Connection states. Beyond these, flags record the FIN exchange both ways.
@@ -800,10 +800,32 @@ func (t *tcpTr) timer(e *Engine, idx int32) {
 	t.setDeadline(e, idx)
 }
 
-// armWndPoll schedules a check of a window we offered below one segment.
-// EPOLLOUT reopens it only when a send found the buffer full (the kernel
-// wakes writers only then); when the buffer merely ran low, nothing else
-// would tell us that space came back, and both sides would wait forever.
+// windowShort runs when we offer the namespace less than a segment: the
+// host socket's send buffer is nearly full. The namespace then waits for
+// a window update, and the update must come as soon as the buffer has room
+// again, or the host socket runs dry while the namespace still has data:
+// the transfer dips, and with a growing poll interval it stalled for
+// hundreds of milliseconds at a time.
+//
+// The kernel only announces send space (an EPOLLOUT edge) to sockets it
+// marked as having run out of it (SOCK_NOSPACE), which a send that hit a
+// full buffer or a poll that found the socket unwritable does. Here no
+// send failed, so wantSpace polls the socket once: if the buffer is more
+// than two thirds full, the kernel marks it, and wakes us when it has
+// drained below two thirds, with a third of the buffer free to offer (its
+// own rule, sk_stream_is_writeable). The namespace's sender refills while
+// two thirds are still queued, so the host socket never empties. A short
+// poll backs that up for the windows the edge does not cover (a buffer
+// between a third and two thirds full, or too small to matter).
+func (t *tcpTr) windowShort(e *Engine, idx int32) {
+	c := t.conn(idx)
+	c.flags |= tcpWndClosed
+	e.sys.wantSpace(e.flow(idx).Fd)
+	t.armWndPoll(e, idx)
+}
+
+// armWndPoll schedules a check of a window we offered below one segment,
+// every 1 ms at first, backing off to 50 ms while the host side stays full.
 func (t *tcpTr) armWndPoll(e *Engine, idx int32) {
 	c := t.conn(idx)
 	if c.wndAt != 0 || c.state == tcpConnecting {
@@ -916,8 +938,7 @@ func (t *tcpTr) segmentWin(e *Engine, idx int32, b []byte, flags uint8, seq seqn
 	if flags&header.TCPFlagRST == 0 {
 		c.wndToNS = win
 		if win < uint32(c.mss) {
-			c.flags |= tcpWndClosed
-			t.armWndPoll(e, idx)
+			t.windowShort(e, idx)
 		}
 	}
 	if flags&header.TCPFlagSYN != 0 || c.wsFromNS == 255 {

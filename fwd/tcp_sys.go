@@ -73,6 +73,17 @@ func (k *kernelSys) sendSpace(fd int) (int, error) {
 	return max(free, 0), nil
 }
 
+// wantSpace polls fd for writability once, without waiting: a TCP socket
+// found unwritable is marked SOCK_NOSPACE, and the kernel then signals
+// EPOLLOUT when its send buffer drains (tcp_poll, sk_stream_write_space).
+func (k *kernelSys) wantSpace(fd int) {
+	k.pollFd = unix.PollFd{Fd: int32(fd), Events: unix.POLLOUT}
+	unix.Syscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&k.pollFd)), 1,
+		uintptr(unsafe.Pointer(&zeroTimespec)), 0, 0, 0)
+}
+
+var zeroTimespec unix.Timespec
+
 func (k *kernelSys) shutdown(fd, how int) error { return unix.Shutdown(fd, how) }
 
 // abort makes the coming close send a reset rather than a FIN.
