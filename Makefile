@@ -27,7 +27,7 @@ build:
 run: build
 	./$(BIN) --config-net -- $(CMD)
 
-## test: the whole suite as root (unit, integration as root and uid 65534),
+## test: the whole suite as root (unit tests, e2e/ as root and uid 65534),
 ## then the vhost-net tests inside a QEMU guest when their runner exists.
 test:
 	$(GO) test -count=1 -timeout 20m $(TESTFLAGS) ./...
@@ -57,17 +57,21 @@ check:
 ## results section of docs/performance.md. BENCHFLAGS adds options, e.g.
 ## BENCHFLAGS='-filter tcp -runs 1'. (The packages' Go micro-benchmarks:
 ## go test -run=NONE -bench=. -benchmem ./...)
+## PASTA names the pasta to compare with (default: pasta on PATH, Debian's),
+## e.g. PASTA=/opt/passt/pasta make bench for a build from source; the report
+## names its version.
 BENCHFLAGS ?=
+PASTA     ?= pasta
 bench: build
 	bash bench/deps.sh
-	$(GO) run ./bench -gopasta ./$(BIN) -doc docs/performance.md $(BENCHFLAGS)
+	$(GO) run ./bench -gopasta ./$(BIN) -pasta $(PASTA) -doc docs/performance.md $(BENCHFLAGS)
 
 ## bench-quick: the two-minute version: an IPv4 subset, one 3 s run per row;
 ## writes bench/results/latest.md only.
 .PHONY: bench-quick
 bench-quick: build
 	bash bench/deps.sh
-	$(GO) run ./bench -quick -gopasta ./$(BIN) $(BENCHFLAGS)
+	$(GO) run ./bench -quick -gopasta ./$(BIN) -pasta $(PASTA) $(BENCHFLAGS)
 
 ## bench-vhost: --vhost=on against --vhost=off (and vhost RX from the queue
 ## against read(2)) on the same TCP transfers inside a QEMU guest, MTU 65520

@@ -42,18 +42,24 @@ func TestParseIperf(t *testing.T) {
 		wantGbit  float64
 		wantBytes float64
 		wantErr   string
+		wantWorst float64
 	}{
+		{"tcp with intervals: the worst whole second, the short tail left out",
+			`{"intervals":[{"sum":{"seconds":1.0,"bits_per_second":9e9}},{"sum":{"seconds":1.0,"bits_per_second":4e8}},` +
+				`{"sum":{"seconds":1.0,"bits_per_second":8e9}},{"sum":{"seconds":0.2,"bits_per_second":1e6}}],` +
+				`"end":{"sum_received":{"bytes":1e9,"bits_per_second":6e9}}}`,
+			false, 6, 1e9, "", 0.4},
 		{"tcp", `{"end":{"sum_sent":{"bytes":2e9,"bits_per_second":3.2e9},"sum_received":{"bytes":1e9,"bits_per_second":1.6e9}}}`,
-			false, 1.6, 1e9, ""},
+			false, 1.6, 1e9, "", 0},
 		{"udp 3.12: sender sum less loss", `{"end":{"sum":{"bytes":1e9,"bits_per_second":2e9,"lost_percent":25}}}`,
-			true, 1.5, 0.75e9, ""},
+			true, 1.5, 0.75e9, "", 0},
 		{"udp newer: receiver sum", `{"end":{"sum":{"bytes":1e9,"bits_per_second":2e9,"lost_percent":25},"sum_received":{"bytes":5e8,"bits_per_second":1e9}}}`,
-			true, 1, 5e8, ""},
-		{"error field", `{"error":"unable to connect to server: Connection refused","end":{}}`, false, 0, 0, "Connection refused"},
-		{"nothing received", `{"end":{"sum_received":{"bytes":0,"bits_per_second":0}}}`, false, 0, 0, "nothing received"},
-		{"lost over 100", `{"end":{"sum":{"bytes":1,"bits_per_second":1,"lost_percent":140}}}`, true, 0, 0, "out of range"},
-		{"garbage", `iperf3: error`, false, 0, 0, "unreadable"},
-		{"no summary", `{"end":{}}`, false, 0, 0, "no summary"},
+			true, 1, 5e8, "", 0},
+		{"error field", `{"error":"unable to connect to server: Connection refused","end":{}}`, false, 0, 0, "Connection refused", 0},
+		{"nothing received", `{"end":{"sum_received":{"bytes":0,"bits_per_second":0}}}`, false, 0, 0, "nothing received", 0},
+		{"lost over 100", `{"end":{"sum":{"bytes":1,"bits_per_second":1,"lost_percent":140}}}`, true, 0, 0, "out of range", 0},
+		{"garbage", `iperf3: error`, false, 0, 0, "unreadable", 0},
+		{"no summary", `{"end":{}}`, false, 0, 0, "no summary", 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -69,6 +75,9 @@ func TestParseIperf(t *testing.T) {
 			}
 			if math.Abs(s.value-tt.wantGbit) > 1e-9 || math.Abs(s.amount-tt.wantBytes) > 1e-3 {
 				t.Errorf("got %v Gbit/s %v bytes, want %v %v", s.value, s.amount, tt.wantGbit, tt.wantBytes)
+			}
+			if math.Abs(s.worst-tt.wantWorst) > 1e-9 {
+				t.Errorf("worst second: got %v Gbit/s, want %v", s.worst, tt.wantWorst)
 			}
 		})
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"runtime"
 	"sort"
 	"strings"
@@ -81,6 +82,22 @@ func (ce *cell) value() (float64, bool) {
 	return median(v)
 }
 
+// worstShare is the slowest whole second of any run as a share of the
+// median, for TCP transfers.
+func (ce *cell) worstShare() (float64, bool) {
+	med, ok := ce.value()
+	if !ok || med <= 0 {
+		return 0, false
+	}
+	worst := 0.0
+	for _, s := range ce.samples {
+		if s.worst > 0 && (worst == 0 || s.worst < worst) {
+			worst = s.worst
+		}
+	}
+	return worst / med, worst > 0
+}
+
 // cpu is the median CPU cost: seconds per GB received for throughput rows,
 // microseconds per transaction for request/response rows.
 func (ce *cell) cpu(rr bool) (float64, bool) {
@@ -132,12 +149,13 @@ func (n *notes) ref(why string) string {
 type section struct {
 	title, unit, cpuUnit string
 	match                func(testCase) bool
+	worst                bool // show the worst second of each row
 }
 
 var sections = []section{
-	{"TCP throughput", "Gbit/s", "CPU s/GB", func(c testCase) bool { return c.kind == "tcp" }},
-	{"UDP throughput (received)", "Gbit/s", "CPU s/GB", func(c testCase) bool { return c.kind == "udp" }},
-	{"TCP request/response (1-byte messages)", "transactions/s", "CPU µs/transaction", func(c testCase) bool { return c.isRR() }},
+	{"TCP throughput", "Gbit/s", "CPU s/GB", func(c testCase) bool { return c.kind == "tcp" }, true},
+	{"UDP throughput (received)", "Gbit/s", "CPU s/GB", func(c testCase) bool { return c.kind == "udp" }, false},
+	{"TCP request/response (1-byte messages)", "transactions/s", "CPU µs/transaction", func(c testCase) bool { return c.isRR() }, false},
 }
 
 func renderReport(o options, cases []testCase, r *results, machine, vers string, elapsed time.Duration) string {
@@ -188,6 +206,11 @@ func renderReport(o options, cases []testCase, r *results, machine, vers string,
 		for _, t := range cpuTools {
 			hdr = append(hdr, sec.cpuUnit+" "+t)
 		}
+		if sec.worst {
+			for _, t := range r.tools {
+				hdr = append(hdr, "worst 1 s/median "+t)
+			}
+		}
 		fmt.Fprintf(&b, "| %s |\n|%s\n", strings.Join(hdr, " | "), strings.Repeat(" --- |", len(hdr)))
 		for _, c := range rows {
 			vals := map[string]float64{}
@@ -236,6 +259,15 @@ func renderReport(o options, cases []testCase, r *results, machine, vers string,
 					}
 				} else {
 					line = append(line, "–")
+				}
+			}
+			if sec.worst {
+				for _, t := range r.tools {
+					if v, ok := r.resolve(c, t).worstShare(); ok {
+						line = append(line, fmt.Sprintf("%.2f", v))
+					} else {
+						line = append(line, "–")
+					}
 				}
 			}
 			fmt.Fprintf(&b, "| %s |\n", strings.Join(line, " | "))
@@ -291,9 +323,12 @@ func versions(o options, gopastaBin string) string {
 				add("gopasta:", gopastaBin, "--version")
 			}
 		case "pasta":
+			add("pasta ("+o.pasta+"):", o.pasta, "--version")
 			// Debian's 2023 build reports "unknown version"; the package
 			// version names the snapshot.
-			add("pasta (Debian passt):", "dpkg-query", "-W", "-f", "${Version}", "passt")
+			if p, err := exec.LookPath(o.pasta); err == nil && p == "/usr/bin/pasta" {
+				add("Debian passt package:", "dpkg-query", "-W", "-f", "${Version}", "passt")
+			}
 		case "slirp4netns":
 			add("slirp4netns:", "slirp4netns", "--version")
 		}

@@ -81,6 +81,10 @@ type sample struct {
 	value    float64 // Gbit/s, or transactions/s
 	amount   float64 // bytes received, or transactions
 	cpuTicks int64   // the tool's CPU time meanwhile (-1: no tool process)
+	// worst is the slowest whole-second interval of a TCP transfer, in
+	// Gbit/s (0: not measured): a stall or dip shows here even when the
+	// run's average hides it.
+	worst float64
 }
 
 // errNA marks a combination a tool does not offer (as opposed to one that
@@ -220,8 +224,11 @@ func measure(in *instance, h *hostNS, c testCase, secs int, rrBin string) (sampl
 
 // iperfResult is the part of `iperf3 -J` output the harness reads.
 type iperfResult struct {
-	Error string `json:"error"`
-	End   struct {
+	Error     string `json:"error"`
+	Intervals []struct {
+		Sum iperfSum `json:"sum"`
+	} `json:"intervals"`
+	End struct {
 		Sum         *iperfSum `json:"sum"`
 		SumSent     *iperfSum `json:"sum_sent"`
 		SumReceived *iperfSum `json:"sum_received"`
@@ -264,7 +271,22 @@ func parseIperf(b []byte, udp bool) (sample, error) {
 	if bytes <= 0 || bps <= 0 {
 		return sample{}, errors.New("iperf3: nothing received")
 	}
-	return sample{value: bps / 1e9, amount: bytes}, nil
+	return sample{value: bps / 1e9, amount: bytes, worst: worstInterval(&r)}, nil
+}
+
+// worstInterval is the lowest rate of the client's whole-second intervals
+// (iperf3 reports one a second; a last partial one is left out), in Gbit/s.
+func worstInterval(r *iperfResult) float64 {
+	worst := 0.0
+	for _, iv := range r.Intervals {
+		if iv.Sum.Seconds < 0.9 {
+			continue
+		}
+		if g := iv.Sum.BitsPerSecond / 1e9; worst == 0 || g < worst {
+			worst = g
+		}
+	}
+	return worst
 }
 
 type rrResult struct {
