@@ -96,10 +96,14 @@ func setupInit(hostname string) []error {
 			errs = append(errs, fmt.Errorf("cannot set hostname: %w", err))
 		}
 	}
-	// Allow ping sockets. The values are gids as seen in our user
-	// namespace, where only gid 0 is mapped, so "0 0" is the whole range.
-	if err := os.WriteFile("/proc/sys/net/ipv4/ping_group_range", []byte("0 0"), 0); err != nil {
-		errs = append(errs, fmt.Errorf("cannot enable ping sockets: %w", err))
+	// Allow ping sockets to every group. The values are gids as seen in our
+	// user namespace, and both ends must be mapped there: the widest range
+	// the kernel takes fits when every id is mapped (a namespace spawned by
+	// root), "0 0" is the whole range when only gid 0 is.
+	if err := os.WriteFile("/proc/sys/net/ipv4/ping_group_range", []byte("0 2147483647"), 0); err != nil {
+		if err := os.WriteFile("/proc/sys/net/ipv4/ping_group_range", []byte("0 0"), 0); err != nil {
+			errs = append(errs, fmt.Errorf("cannot enable ping sockets: %w", err))
+		}
 	}
 	return errs
 }

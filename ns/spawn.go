@@ -20,7 +20,9 @@ type SpawnConfig struct {
 	Command  []string // argv; the caller resolves the default ($SHELL or /bin/sh)
 	Hostname string   // set in the new UTS namespace; "" keeps the host's name
 	// Host ids mapped to 0 inside. Zero means the caller's own ids: mapping
-	// host root needs root anyway, and then os.Getuid() is 0 too.
+	// host root needs root anyway, and then os.Getuid() is 0 too. When
+	// both are 0 and the caller may map other ids (root), every id is
+	// mapped to itself instead: see idMaps.
 	UID, GID int
 	// Standard streams of the command; nil means gopasta's own.
 	Stdin, Stdout, Stderr *os.File
@@ -115,9 +117,7 @@ func Spawn(cfg SpawnConfig) (*Child, error) {
 	if !cfg.NoUserNS {
 		a := cmd.SysProcAttr
 		a.Cloneflags |= unix.CLONE_NEWUSER
-		a.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}}
-		a.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: gid, Size: 1}}
-		a.GidMappingsEnableSetgroups = false
+		a.UidMappings, a.GidMappings, a.GidMappingsEnableSetgroups = idMaps(uid, gid)
 	}
 	c := &Child{cmd: cmd, ctl: ctlW, ttyFiles: std[:], done: make(chan struct{})}
 
@@ -146,6 +146,84 @@ func Spawn(cfg SpawnConfig) (*Child, error) {
 	}
 	c.Pid = cmd.Process.Pid
 	return c, nil
+}
+
+// idMaps returns the uid and gid maps of a user namespace this process
+// creates, where host uid and gid are root, and whether setgroups(2) stays
+// allowed in it.
+//
+// An unprivileged caller may only map its own ids, one each, and must deny
+// setgroups (user_namespaces(7)): its command is root over what the caller
+// owns and nothing else. A caller that is root (uid and gid 0, with
+// CAP_SETUID and CAP_SETGID) maps every id of its own user namespace to
+// itself instead ("0 0 4294967295" on the host) and keeps setgroups: its
+// command is then root over every file, whoever owns it, as root is
+// outside, and can switch to any user (su, setuid programs, daemons that
+// drop privileges). The new user namespace stays, so the command's root
+// holds its capabilities over its own namespaces only: not over the host's
+// network, kernel or devices. docs/architecture.md explains the choice.
+func idMaps(uid, gid int) (uids, gids []syscall.SysProcIDMap, setgroups bool) {
+	if uid == 0 && gid == 0 && os.Getuid() == 0 && os.Getgid() == 0 && haveCaps(unix.CAP_SETUID, unix.CAP_SETGID) {
+		u, uerr := identityMap("/proc/self/uid_map")
+		g, gerr := identityMap("/proc/self/gid_map")
+		if uerr == nil && gerr == nil {
+			return u, g, true
+		}
+	}
+	return []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}},
+		[]syscall.SysProcIDMap{{ContainerID: 0, HostID: gid, Size: 1}}, false
+}
+
+// identityMap reads an id map of our own user namespace (lines of "first
+// id inside, first id outside, count") and returns the map of a child
+// namespace that keeps each of those ids as it is. Ids in a child's map are
+// written as our namespace sees them, i.e. the "inside" column here.
+func identityMap(path string) ([]syscall.SysProcIDMap, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return parseIdentityMap(string(b))
+}
+
+func parseIdentityMap(s string) ([]syscall.SysProcIDMap, error) {
+	var m []syscall.SysProcIDMap
+	for _, line := range strings.Split(s, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		if len(f) != 3 {
+			return nil, fmt.Errorf("ns: id map line %q: want 3 fields", line)
+		}
+		first, err1 := strconv.ParseUint(f[0], 10, 32)
+		_, err2 := strconv.ParseUint(f[1], 10, 32)
+		count, err3 := strconv.ParseUint(f[2], 10, 32)
+		if err := errors.Join(err1, err2, err3); err != nil || count == 0 || first+count > 1<<32-1 {
+			// (uid_t)-1 is no id: a map ends at 4294967294 at most.
+			return nil, fmt.Errorf("ns: id map line %q: want two ids and a count, ending below 4294967295", line)
+		}
+		m = append(m, syscall.SysProcIDMap{ContainerID: int(first), HostID: int(first), Size: int(count)})
+	}
+	if len(m) == 0 {
+		return nil, errors.New("ns: empty id map")
+	}
+	return m, nil
+}
+
+// haveCaps reports whether every one of caps is in our effective set.
+func haveCaps(caps ...int) bool {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return false
+	}
+	for _, c := range caps {
+		if data[c/32].Effective&(1<<(c%32)) == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func spawnHint(err error) string {
@@ -266,8 +344,9 @@ func InReexecUserNS() bool { return inReexecUserNS }
 
 // ReexecInUserNS runs gopasta again, with the same arguments and standard
 // streams, in a new user namespace where it is root (uid_map "0 UID 1",
-// gid_map "0 GID 1", setgroups denied), still in the host's network
-// namespace, and returns the status to exit with once that copy ends.
+// gid_map "0 GID 1", setgroups denied; every id mapped to itself when we
+// are root, see idMaps), still in the host's network namespace, and returns
+// the status to exit with once that copy ends.
 // SIGINT, SIGTERM, SIGHUP and SIGQUIT received meanwhile are passed on
 // (keyboard signals only when the terminal did not deliver them already).
 //
@@ -281,6 +360,7 @@ func ReexecInUserNS() (status int, err error) {
 	if inReexecUserNS {
 		return 0, errors.New("ns: already re-executed in a user namespace")
 	}
+	uids, gids, setgroups := idMaps(os.Getuid(), os.Getgid())
 	cmd := &exec.Cmd{
 		Path:   "/proc/self/exe",
 		Args:   os.Args,
@@ -290,9 +370,9 @@ func ReexecInUserNS() (status int, err error) {
 		Stderr: os.Stderr,
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags:                 unix.CLONE_NEWUSER,
-			UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
-			GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}},
-			GidMappingsEnableSetgroups: false,
+			UidMappings:                uids,
+			GidMappings:                gids,
+			GidMappingsEnableSetgroups: setgroups,
 			Pdeathsig:                  unix.SIGKILL,
 		},
 	}

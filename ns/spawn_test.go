@@ -310,8 +310,13 @@ echo PIDS $(ls /proc | grep -E '^[0-9]+$')
 	if !noUserNS {
 		uid, gid = os.Getuid(), os.Getgid()
 	}
-	for i, want := range []string{"0", "0", hostname,
-		fmt.Sprintf("0 %d 1", uid), fmt.Sprintf("0 %d 1", gid), "0 0"} {
+	// Root maps every id to itself (and so allows ping to every group);
+	// anyone else maps just their own ids to 0.
+	uidMap, gidMap, ping := fmt.Sprintf("0 %d 1", uid), fmt.Sprintf("0 %d 1", gid), "0 0"
+	if uid == 0 && gid == 0 {
+		uidMap, gidMap, ping = "0 0 4294967295", "0 0 4294967295", "0 2147483647"
+	}
+	for i, want := range []string{"0", "0", hostname, uidMap, gidMap, ping} {
 		if got := field(lines[i]); got != want {
 			t.Errorf("line %d: got %q, want %q", i, got, want)
 		}
@@ -392,4 +397,112 @@ func TestSpawnInitIgnoresDirectSignals(t *testing.T) {
 	if !strings.Contains(out, "survived") || strings.Contains(out, "got-") {
 		t.Errorf("output: got %q, want the command untouched", out)
 	}
+}
+
+// TestSpawnRootKeepsFilePowers: a command spawned by root is root over
+// every file, as root is outside: it writes into a directory owned by
+// another user (mode 0755), reads root's and another user's 0600 files,
+// sees owners as they are, and may switch users (setgroups allowed).
+func TestSpawnRootKeepsFilePowers(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root")
+	}
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	theirs := filepath.Join(dir, "theirs")
+	if err := os.Mkdir(theirs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rootOnly := filepath.Join(dir, "root-only")
+	theirSecret := filepath.Join(dir, "their-secret")
+	for _, f := range []struct {
+		path, text string
+		uid        int
+	}{{rootOnly, "root secret\n", 0}, {theirSecret, "their secret\n", 65534}} {
+		if err := os.WriteFile(f.path, []byte(f.text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(f.path, f.uid, f.uid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chown(theirs, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	script := fmt.Sprintf(`set -e
+echo written >%[1]s/new
+chown 65534:65534 %[1]s/new
+cat %[2]s %[3]s
+stat -c '%%u:%%g' %[1]s
+cat /proc/self/setgroups`, theirs, rootOnly, theirSecret)
+	s := spawnT(t, SpawnConfig{Command: []string{"sh", "-c", script}})
+	if err := s.Release(); err != nil {
+		t.Fatal(err)
+	}
+	out := s.output()
+	if got := waitT(t, s, 10*time.Second); got != 0 {
+		t.Fatalf("command: exit status %d, want 0; output:\n%s", got, out)
+	}
+	if got, want := out, "root secret\ntheir secret\n65534:65534\nallow\n"; got != want {
+		t.Errorf("output: got %q, want %q", got, want)
+	}
+	b, err := os.ReadFile(filepath.Join(theirs, "new"))
+	if err != nil || string(b) != "written\n" {
+		t.Errorf("file written by the command: got %q, %v; want %q", b, err, "written\n")
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(theirs, "new"), &st); err != nil || st.Uid != 65534 || st.Gid != 65534 {
+		t.Errorf("owner of the command's file after chown: got %d:%d (%v), want 65534:65534", st.Uid, st.Gid, err)
+	}
+}
+
+func TestParseIdentityMap(t *testing.T) {
+	m := func(first, size int) syscall.SysProcIDMap {
+		return syscall.SysProcIDMap{ContainerID: first, HostID: first, Size: size}
+	}
+	for _, tc := range []struct {
+		name string
+		in   string
+		want []syscall.SysProcIDMap
+		ok   bool
+	}{
+		{"host", "         0          0 4294967295\n", []syscall.SysProcIDMap{m(0, 4294967295)}, true},
+		{"container", "0 100000 65536\n", []syscall.SysProcIDMap{m(0, 65536)}, true},
+		{"extents", "0 1000 1\n1 100000 65536\n", []syscall.SysProcIDMap{m(0, 1), m(1, 65536)}, true},
+		{"empty", "", nil, false},
+		{"short line", "0 0\n", nil, false},
+		{"not a number", "0 x 1\n", nil, false},
+		{"negative", "-1 0 1\n", nil, false},
+		{"zero count", "0 0 0\n", nil, false},
+		{"past the last id", "1 1 4294967295\n", nil, false},
+		{"id too big", "4294967296 0 1\n", nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseIdentityMap(tc.in)
+			if (err == nil) != tc.ok {
+				t.Fatalf("parseIdentityMap(%q): got error %v, want ok %v", tc.in, err, tc.ok)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("parseIdentityMap(%q): got %v, want %v", tc.in, got, tc.want)
+			}
+		})
+	}
+}
+
+func FuzzParseIdentityMap(f *testing.F) {
+	f.Add("         0          0 4294967295\n")
+	f.Add("0 1000 1\n1 100000 65536\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		m, err := parseIdentityMap(s)
+		if err != nil {
+			return
+		}
+		for _, e := range m {
+			if e.ContainerID != e.HostID || e.Size <= 0 || e.ContainerID < 0 || e.ContainerID+e.Size > 1<<32-1 {
+				t.Errorf("parseIdentityMap(%q): extent %+v, want an identity extent within 32 bits", s, e)
+			}
+		}
+	})
 }
