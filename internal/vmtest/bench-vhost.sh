@@ -20,7 +20,7 @@ export VMTEST_GUEST_ENV="GOPASTA_VHOST_BENCH=1 GOPASTA_VHOST_BENCH_ROUNDS=${GOPA
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 set +e
-"$here/run-vm-tests.sh" '.@^TestVhostBench$' 2>&1 | tee "$log"
+"$here/run-vm-tests.sh" './e2e@^TestVhostBench$' 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 set -e
 echo

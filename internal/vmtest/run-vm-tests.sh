@@ -34,10 +34,10 @@ repo=$(cd "$here/../.." && pwd)
 export VMTEST_CACHE=${VMTEST_CACHE:-$repo/.cache/vmtest}
 export VMTEST_TIMEOUT=${VMTEST_TIMEOUT:-240}
 
-# Packages with tests that only run in the guest. The root package holds
-# gopasta's other integration tests too (they need tools the guest lacks):
-# only its vhost tests run here.
-packages=(./vhostkern '.@^TestVhost')
+# Packages with tests that only run in the guest. ./e2e holds gopasta's
+# other end-to-end tests too (they need tools the guest lacks): only its
+# vhost tests run here.
+packages=(./vhostkern './e2e@^TestVhost')
 if [ $# -gt 0 ]; then
 	packages=("$@")
 elif [ -n "${VMTEST_PACKAGES:-}" ]; then
