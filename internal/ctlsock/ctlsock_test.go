@@ -1,0 +1,419 @@
+package ctlsock
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gopasta/gopasta/internal/fwdrule"
+	"github.com/gopasta/gopasta/internal/logging"
+	"github.com/gopasta/gopasta/internal/pestowire"
+)
+
+// fakeTables holds tables in memory and records replacements.
+type fakeTables struct {
+	mu       sync.Mutex
+	ts       []fwdrule.Table
+	replaced int
+}
+
+func newFake() *fakeTables {
+	r := fwdrule.Rule{First: 8080, Last: 8080, To: 8080, Proto: fwdrule.ProtoTCP, Flags: fwdrule.FlagDual}
+	return &fakeTables{ts: []fwdrule.Table{
+		{Pif: fwdrule.PifHost, Caps: 0x3f, Rules: []fwdrule.Rule{r}},
+		{Pif: fwdrule.PifSplice, Caps: 0x3f},
+	}}
+}
+
+func (f *fakeTables) Tables() []fwdrule.Table {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]fwdrule.Table, len(f.ts))
+	for i := range f.ts {
+		out[i] = f.ts[i].Clone()
+	}
+	return out
+}
+
+func (f *fakeTables) Replace(ts []fwdrule.Table) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range ts {
+		if err := ts[i].Validate(); err != nil {
+			return err
+		}
+	}
+	f.ts = ts
+	f.replaced++
+	return nil
+}
+
+func (f *fakeTables) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.replaced
+}
+
+func sockPath(t *testing.T) string {
+	// t.TempDir can exceed sun_path's 107 bytes with long test names.
+	dir, err := os.MkdirTemp("", "ctl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return filepath.Join(dir, "sock")
+}
+
+func start(t *testing.T, f Tables, timeout time.Duration) (*Server, string) {
+	t.Helper()
+	p := sockPath(t)
+	s, err := Start(Options{Path: p, Tables: f, Timeout: timeout})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(s.Close)
+	return s, p
+}
+
+func dial(t *testing.T, p string) *net.UnixConn {
+	t.Helper()
+	c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: p, Net: "unix"})
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	return c
+}
+
+// readState reads the greeting and the tables.
+func readState(t *testing.T, c io.Reader) []pestowire.PifTable {
+	t.Helper()
+	if err := pestowire.ReadHello(c); err != nil {
+		t.Fatalf("hello: %v", err)
+	}
+	ts, err := pestowire.ReadTables(c)
+	if err != nil {
+		t.Fatalf("tables: %v", err)
+	}
+	return ts
+}
+
+func show(t *testing.T, p string) []pestowire.PifTable {
+	t.Helper()
+	c := dial(t, p)
+	defer c.Close()
+	return readState(t, c)
+}
+
+func TestShow(t *testing.T) {
+	f := newFake()
+	_, p := start(t, f, 0)
+	c := dial(t, p)
+	want := pestowire.AppendTables(pestowire.AppendHello(nil), []pestowire.PifTable{
+		{Name: "HOST", Table: f.ts[0]}, {Name: "SPLICE", Table: f.ts[1]}})
+	buf := make([]byte, len(want))
+	if _, err := io.ReadFull(c, buf); err != nil {
+		t.Fatalf("reading %d bytes: %v", len(want), err)
+	}
+	if !bytes.Equal(buf, want) {
+		t.Errorf("got % x, want % x", buf, want)
+	}
+	c.Close()
+	if n := f.count(); n != 0 {
+		t.Errorf("a show replaced the tables %d times, want 0", n)
+	}
+}
+
+func update(ts ...fwdrule.Table) []byte { return pestowire.AppendUpdate(nil, ts) }
+
+func TestUpdate(t *testing.T) {
+	f := newFake()
+	_, p := start(t, f, 0)
+	c := dial(t, p)
+	readState(t, c)
+	r := fwdrule.Rule{First: 7070, Last: 7070, To: 7070, Proto: fwdrule.ProtoTCP, Flags: fwdrule.FlagDual}
+	// Only HOST is sent: SPLICE becomes empty.
+	if _, err := c.Write(update(fwdrule.Table{Pif: fwdrule.PifHost, Rules: []fwdrule.Rule{r}})); err != nil {
+		t.Fatal(err)
+	}
+	// The server closes without a word once applied: a clean EOF.
+	if b, err := io.ReadAll(c); err != nil || len(b) != 0 {
+		t.Errorf("after the update: got %q, %v; want a clean end of file", b, err)
+	}
+	ts := show(t, p)
+	if len(ts) != 2 || len(ts[0].Rules) != 1 || ts[0].Rules[0] != r || len(ts[1].Rules) != 0 {
+		t.Errorf("next client reads %+v, want HOST [%s] and an empty SPLICE", ts, r)
+	}
+	if n := f.count(); n != 1 {
+		t.Errorf("replaced %d times, want 1", n)
+	}
+}
+
+// TestHostileClients: nothing a client sends changes the tables unless it
+// is a whole valid update, and the server keeps serving.
+func TestHostileClients(t *testing.T) {
+	valid := fwdrule.Rule{First: 7070, Last: 7070, To: 7070, Proto: fwdrule.ProtoTCP, Flags: fwdrule.FlagDual}
+	port0 := valid
+	port0.First = 0
+	big := make([]fwdrule.Rule, 0, 300)
+	for i := range 300 {
+		big = append(big, fwdrule.Rule{First: uint16(i + 1), Last: uint16(i + 1), To: 1, Proto: fwdrule.ProtoTCP, Flags: fwdrule.FlagDual})
+	}
+	oversized := update(fwdrule.Table{Pif: fwdrule.PifHost, Rules: big})
+	tests := []struct {
+		name  string
+		send  []byte
+		reset bool // the client must see a reset (bytes left unread)
+	}{
+		{"garbage", []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), true},
+		{"truncated", update(fwdrule.Table{Pif: fwdrule.PifHost, Rules: []fwdrule.Rule{valid}})[:30], false},
+		{"no terminator", update(fwdrule.Table{Pif: fwdrule.PifHost, Rules: []fwdrule.Rule{valid}})[:61], false},
+		{"oversized count", oversized, true},
+		{"port 0", update(fwdrule.Table{Pif: fwdrule.PifHost, Rules: []fwdrule.Rule{port0}}), true},
+		{"TAP table", update(fwdrule.Table{Pif: fwdrule.PifTap}), true},
+		{"zeros", make([]byte, 100000), true}, // one terminator, then junk
+		{"empty blocks forever", bytes.Repeat([]byte{1, 0, 0, 0, 0}, 20000), true},
+	}
+	f := newFake()
+	_, p := start(t, f, 0)
+	before := show(t, p)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := dial(t, p)
+			readState(t, c)
+			go func() { c.Write(tc.send); c.CloseWrite() }()
+			_, err := io.ReadAll(c)
+			if tc.reset && !errors.Is(err, syscall.ECONNRESET) {
+				t.Errorf("got %v, want a reset", err)
+			}
+			if !tc.reset && err != nil {
+				t.Errorf("got %v, want a clean end of file", err)
+			}
+			c.Close()
+			after := show(t, p)
+			if tc.name == "zeros" {
+				// A lone terminator is a valid update: both tables empty.
+				if len(after[0].Rules)+len(after[1].Rules) != 0 {
+					t.Errorf("got %d rules after an empty update, want 0", len(after[0].Rules)+len(after[1].Rules))
+				}
+				f.Replace(newFake().ts)
+				return
+			}
+			if len(after) != len(before) || len(after[0].Rules) != len(before[0].Rules) || after[0].Rules[0] != before[0].Rules[0] {
+				t.Errorf("tables changed: got %+v, want %+v", after, before)
+			}
+		})
+	}
+}
+
+// TestStalledClient: a client that stops in the middle of an update is
+// dropped at the deadline, nothing changes, and the client queued behind
+// it is served then.
+func TestStalledClient(t *testing.T) {
+	f := newFake()
+	_, p := start(t, f, 300*time.Millisecond)
+	c := dial(t, p)
+	readState(t, c)
+	valid := fwdrule.Rule{First: 7070, Last: 7070, To: 7070, Proto: fwdrule.ProtoTCP, Flags: fwdrule.FlagDual}
+	c.Write(update(fwdrule.Table{Pif: fwdrule.PifHost, Rules: []fwdrule.Rule{valid}})[:20])
+	t0 := time.Now()
+	c2 := dial(t, p) // queued in the backlog
+	ts := readState(t, c2)
+	waited := time.Since(t0)
+	if waited < 200*time.Millisecond || waited > 3*time.Second {
+		t.Errorf("second client served after %v, want about the 300ms deadline of the first", waited)
+	}
+	if ts[0].Rules[0].First != 8080 {
+		t.Errorf("tables changed by a stalled update: %+v", ts)
+	}
+	if _, err := io.ReadAll(c); err == nil {
+		// Dropped with the half update unread: a reset, or at least EOF.
+		t.Logf("stalled client saw a clean end of file")
+	}
+	if f.count() != 0 {
+		t.Errorf("replaced %d times, want 0", f.count())
+	}
+}
+
+// TestClientGoneBeforeServed: a queued client that left before its turn
+// costs a failed write, nothing more.
+func TestClientGoneBeforeServed(t *testing.T) {
+	f := newFake()
+	_, p := start(t, f, 200*time.Millisecond)
+	c := dial(t, p)
+	readState(t, c)
+	for range 3 {
+		g := dial(t, p)
+		g.Close()
+	}
+	c.Close()
+	if ts := show(t, p); len(ts) != 2 {
+		t.Errorf("got %d tables, want 2", len(ts))
+	}
+}
+
+func TestSocketFile(t *testing.T) {
+	old := unix.Umask(0)
+	defer unix.Umask(old)
+	f := newFake()
+	s, p := start(t, f, 0)
+	st, err := os.Lstat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode()&os.ModeSocket == 0 || st.Mode().Perm() != 0o600 {
+		t.Errorf("socket file: got mode %v, want a socket with 0600 (umask 0)", st.Mode())
+	}
+	s.Close()
+	if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("after Close: got %v, want the socket file gone", err)
+	}
+}
+
+func TestStaleSocketReplaced(t *testing.T) {
+	p := sockPath(t)
+	// A socket file no one listens on, as a killed run leaves behind.
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: p}); err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(fd)
+	if err := CheckPath(p); err != nil {
+		t.Fatalf("CheckPath on a stale socket: got %v, want nil", err)
+	}
+	s, err := Start(Options{Path: p, Tables: newFake()})
+	if err != nil {
+		t.Fatalf("Start over a stale socket: %v", err)
+	}
+	defer s.Close()
+	if ts := show(t, p); len(ts) != 2 {
+		t.Errorf("got %d tables, want 2", len(ts))
+	}
+}
+
+func TestPathErrors(t *testing.T) {
+	live := sockPath(t)
+	ln, err := net.Listen("unix", live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	file := sockPath(t)
+	if err := os.WriteFile(file, []byte("precious"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, path string
+		is         error
+		want       string
+	}{
+		{"empty", "", ErrInvalidPath, "invalid configuration path"},
+		{"too long", "/tmp/" + strings.Repeat("x", 103), ErrInvalidPath, "invalid configuration path"},
+		{"missing directory", "/nonexistent-dir-for-test/sock", syscall.ENOENT, "cannot use directory /nonexistent-dir-for-test"},
+		{"live socket", live, ErrInUse, "already in use"},
+		{"regular file", file, ErrNotSocket, "exists and is not a socket"},
+	}
+	for _, tc := range tests {
+		err := CheckPath(tc.path)
+		if !errors.Is(err, tc.is) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: CheckPath got %v, want %v (%q)", tc.name, err, tc.is, tc.want)
+		}
+		if _, err := Start(Options{Path: tc.path, Tables: newFake()}); !errors.Is(err, tc.is) {
+			t.Errorf("%s: Start got %v, want %v", tc.name, err, tc.is)
+		}
+	}
+	if b, _ := os.ReadFile(file); string(b) != "precious" {
+		t.Errorf("a regular file at the path was changed: %q", b)
+	}
+	// 107 bytes is the limit and fits.
+	dir, _ := os.MkdirTemp("", "")
+	defer os.RemoveAll(dir)
+	p := filepath.Join(dir, strings.Repeat("y", MaxPathLen-len(dir)-1))
+	if len(p) != MaxPathLen {
+		t.Fatalf("test path is %d bytes", len(p))
+	}
+	s, err := Start(Options{Path: p, Tables: newFake()})
+	if err != nil {
+		t.Fatalf("%d-byte path: %v", len(p), err)
+	}
+	s.Close()
+}
+
+// TestNotOurs: a socket file someone else put at the path after ours is
+// not removed at Close.
+func TestNotOurs(t *testing.T) {
+	s, p := start(t, newFake(), 0)
+	os.Remove(p)
+	ln, err := net.Listen("unix", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	s.Close()
+	if _, err := os.Lstat(p); err != nil {
+		t.Errorf("someone else's socket: got %v after Close, want it kept", err)
+	}
+}
+
+// FuzzServe: whole sessions with arbitrary client bytes, over a real
+// socket pair. The server never panics, replaces the tables only with
+// valid ones, and serves the next client.
+func FuzzServe(f *testing.F) {
+	r := fwdrule.Rule{First: 7070, Last: 7070, To: 7070, Proto: fwdrule.ProtoTCP, Flags: fwdrule.FlagDual}
+	f.Add(update(fwdrule.Table{Pif: fwdrule.PifHost, Rules: []fwdrule.Rule{r}}))
+	f.Add([]byte{0})
+	f.Add([]byte{3, 0, 0, 0, 1})
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ft := newFake()
+		s := &Server{o: Options{Tables: ft, Timeout: time.Second}, log: discard, lim: newLimiter()}
+		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := fileConn(t, fds[0])
+		cli := fileConn(t, fds[1])
+		defer cli.Close()
+		done := make(chan struct{})
+		go func() { s.serve(srv); srv.Close(); close(done) }()
+		cli.SetDeadline(time.Now().Add(5 * time.Second))
+		readState(t, cli)
+		cli.Write(b)
+		cli.CloseWrite()
+		<-done
+		for _, tb := range ft.Tables() {
+			if err := tb.Validate(); err != nil {
+				t.Fatalf("tables invalid after a session: %v", err)
+			}
+		}
+	})
+}
+
+var discard = slog.New(slog.DiscardHandler)
+
+func newLimiter() *logging.Limiter { return logging.NewLimiter(20, time.Minute) }
+
+func fileConn(t *testing.T, fd int) *net.UnixConn {
+	f := os.NewFile(uintptr(fd), "sp")
+	c, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.(*net.UnixConn)
+}
