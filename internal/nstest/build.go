@@ -85,10 +85,10 @@ func runtimeGOROOT() string {
 	return "/usr/local/go"
 }
 
-// sweepStale removes binaries left by test runs that were killed before
-// they could clean up (a test process cannot remove them itself: there is
-// no hook after the last test without a TestMain, and package main's tests
-// belong to several authors). An hour is three times the suite's -timeout.
+// sweepStale removes binaries left by earlier test runs: a run that was
+// killed never cleans up, and a run's binaries outlive its tests because
+// gopasta processes started in the background may still be executing
+// them. An hour is three times the suite's -timeout.
 func sweepStale() {
 	tmp := os.TempDir()
 	ents, err := os.ReadDir(tmp)

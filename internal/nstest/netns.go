@@ -110,8 +110,8 @@ var (
 // SelfBinary returns a copy of the running test binary that every identity
 // can execute (go test keeps the original in a 0700 directory), so a test
 // can run parts of itself inside a namespace as any user: re-executed, the
-// binary decides what to do from its arguments before the tests start (an
-// init function). The copy lives next to Binary's build and is swept the
+// binary decides what to do from its arguments before the tests start (in
+// its TestMain). The copy lives next to Binary's build and is swept the
 // same way.
 func SelfBinary(t testing.TB) string {
 	t.Helper()
