@@ -86,16 +86,8 @@ func TestDHCPReply(t *testing.T) {
 		{"bad type length", dhcpFrame("0.0.0.0", 0, dhcpOptMsgType, 2, dhcpDiscover, 0), 0, "", false},
 	}
 	for _, tt := range tests {
-		out := bytes.Repeat([]byte{0xee}, 1514)
-		n := dhcpReply(p, tt.frame, out)
-		if tt.wantType == 0 {
-			if n != 0 {
-				t.Errorf("%s: got a %d-byte reply, want none", tt.name, n)
-			}
-			continue
-		}
-		if n == 0 {
-			t.Errorf("%s: no reply", tt.name)
+		out, n, ok := replyOf(t, tt.name, dhcpReply, p, tt.frame, tt.wantType != 0)
+		if !ok {
 			continue
 		}
 		m, opts := dhcpReplyOptions(t, tt.name, out[:n])
@@ -182,12 +174,7 @@ func TestDHCPOffLinkGateway(t *testing.T) {
 func FuzzDHCPReply(f *testing.F) {
 	f.Add(dhcpFrame("0.0.0.0", 0, dhcpOptMsgType, 1, dhcpDiscover, dhcpOptRapidCommit, 0))
 	f.Add(dhcpFrame("192.0.2.10", 0, dhcpOptMsgType, 1, dhcpInform))
-	p := respParams()
-	out := make([]byte, 1514)
-	f.Fuzz(func(t *testing.T, frame []byte) {
-		_ = dhcpReply(p, frame, out)
-		_ = dhcpReply(p, frame, out[:400])
-	})
+	fuzzResponder(f, dhcpReply, 400)
 }
 
 func BenchmarkDHCPReply(b *testing.B) {

@@ -71,16 +71,8 @@ func TestDHCPv6Reply(t *testing.T) {
 		{"advertise from a server", dhcpv6Frame(dhcpv6Advertise, cid, other), 0, false, -1},
 	}
 	for _, tt := range tests {
-		out := bytes.Repeat([]byte{0xee}, 1514)
-		n := dhcpv6Reply(p, tt.frame, out)
-		if tt.wantType == 0 {
-			if n != 0 {
-				t.Errorf("%s: got a %d-byte reply, want none", tt.name, n)
-			}
-			continue
-		}
-		if n == 0 {
-			t.Errorf("%s: no reply", tt.name)
+		out, n, ok := replyOf(t, tt.name, dhcpv6Reply, p, tt.frame, tt.wantType != 0)
+		if !ok {
 			continue
 		}
 		eth := header.Ethernet(out[:n])
@@ -152,12 +144,7 @@ func TestDHCPv6Reply(t *testing.T) {
 func FuzzDHCPv6Reply(f *testing.F) {
 	f.Add(dhcpv6Frame(dhcpv6Solicit, v6opt(dhcpv6OptClientID, testClientDUID), v6opt(dhcpv6OptRapidCommit, nil), ianaReq("")))
 	f.Add(dhcpv6Frame(dhcpv6Confirm, v6opt(dhcpv6OptClientID, testClientDUID), ianaReq("2001:db8::1")))
-	p := respParams()
-	out := make([]byte, 1514)
-	f.Fuzz(func(t *testing.T, frame []byte) {
-		_ = dhcpv6Reply(p, frame, out)
-		_ = dhcpv6Reply(p, frame, out[:600])
-	})
+	fuzzResponder(f, dhcpv6Reply, 600)
 }
 
 func BenchmarkDHCPv6Reply(b *testing.B) {

@@ -1,6 +1,7 @@
 package fwd
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"net/netip"
@@ -416,4 +417,32 @@ func testContext(t *testing.T) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	return ctx, cancel
+}
+
+// replyOf runs responder r on frame, checks that it answers exactly when
+// want says so, and returns the reply buffer, its length, and whether
+// there is a reply to look at.
+func replyOf(t *testing.T, name string, r responder, p *NetParams, frame []byte, want bool) ([]byte, int, bool) {
+	t.Helper()
+	out := bytes.Repeat([]byte{0xee}, 1514)
+	n := r(p, frame, out)
+	switch {
+	case !want && n != 0:
+		t.Errorf("%s: got a %d-byte reply, want none", name, n)
+	case want && n == 0:
+		t.Errorf("%s: no reply", name)
+	}
+	return out, n, want && n != 0
+}
+
+// fuzzResponder feeds arbitrary frames to r, with a full-size output
+// buffer and with one short bytes long: no input may make it panic or
+// write out of bounds.
+func fuzzResponder(f *testing.F, r responder, short int) {
+	p := respParams()
+	out := make([]byte, 1514)
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		_ = r(p, frame, out)
+		_ = r(p, frame, out[:short])
+	})
 }

@@ -191,12 +191,7 @@ func TestNDPRouterAdvert(t *testing.T) {
 func FuzzNDPReply(f *testing.F) {
 	f.Add(icmp6Frame("fe80::2", "ff02::1:ff00:1", 255, nsMessage("fe80::1", true)))
 	f.Add(icmp6Frame("fe80::2", "ff02::2", 255, rsMessage))
-	p := respParams()
-	out := make([]byte, 1514)
-	f.Fuzz(func(t *testing.T, frame []byte) {
-		_ = ndpReply(p, frame, out)
-		_ = ndpReply(p, frame, out[:90])
-	})
+	fuzzResponder(f, ndpReply, 90)
 }
 
 func BenchmarkNDPReply(b *testing.B) {

@@ -154,18 +154,26 @@ func validSegment(p *packet) (header.TCP, bool) {
 	return th, tcpChecksumOK(p)
 }
 
+// checkedSegment is validSegment counting what it rejects.
+func checkedSegment(e *Engine, p *packet) (header.TCP, bool) {
+	th, ok := validSegment(p)
+	switch {
+	case ok:
+	case th == nil:
+		e.drop(DropBadTransport)
+	default:
+		e.drop(DropBadChecksum)
+	}
+	return th, ok
+}
+
 // open starts a flow for a SYN from the namespace: a non-blocking connect()
 // to the destination (after NAT); the SYN-ACK waits for its outcome.
 // Anything else without a flow gets a reset, so that a namespace stack
 // holding a connection we no longer know gives up at once.
 func (t *tcpTr) open(e *Engine, p *packet) int32 {
-	th, ok := validSegment(p)
+	th, ok := checkedSegment(e, p)
 	if !ok {
-		if th == nil {
-			e.drop(DropBadTransport)
-		} else {
-			e.drop(DropBadChecksum)
-		}
 		return -1
 	}
 	fl := th.Flags()
@@ -312,13 +320,8 @@ func (t *tcpTr) frames(e *Engine, idx int32, pkts []*packet) {
 	want := c.seqFromNS
 	finAt := -1 // position in pkts of an in-order FIN
 	for i, p := range pkts {
-		th, ok := validSegment(p)
+		th, ok := checkedSegment(e, p)
 		if !ok {
-			if th == nil {
-				e.drop(DropBadTransport)
-			} else {
-				e.drop(DropBadChecksum)
-			}
 			continue
 		}
 		fl := th.Flags()

@@ -15,6 +15,8 @@ import (
 	"github.com/jsimonetti/rtnetlink/v2"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/gopasta/gopasta/internal/header"
 )
 
 var _ fwd.Link = (*tap.Device)(nil)
@@ -288,14 +290,7 @@ func udpFrame(dport int, payload []byte) []byte {
 	ip[8], ip[9] = 64, unix.IPPROTO_UDP
 	copy(ip[12:], peerIP[:])
 	copy(ip[16:], tapIP[:])
-	var sum uint32
-	for i := 0; i < 20; i += 2 {
-		sum += uint32(binary.BigEndian.Uint16(ip[i:]))
-	}
-	for sum > 0xffff {
-		sum = sum&0xffff + sum>>16
-	}
-	binary.BigEndian.PutUint16(ip[10:], ^uint16(sum))
+	binary.BigEndian.PutUint16(ip[10:], ^header.Checksum(ip[:20], 0))
 	udp := f[34:]
 	binary.BigEndian.PutUint16(udp[0:], 40000)
 	binary.BigEndian.PutUint16(udp[2:], uint16(dport))

@@ -13,6 +13,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gopasta/gopasta/internal/header"
 )
 
 // Plumbing for the kernel tests: a TAP opened directly (not through package
@@ -133,14 +135,7 @@ func udpFrame(dstMAC [6]byte, srcPort, dstPort int, payload []byte) []byte {
 	ip[9] = unix.IPPROTO_UDP
 	copy(ip[12:16], netip.MustParseAddr(peerAddr).AsSlice())
 	copy(ip[16:20], netip.MustParseAddr(tapAddr).AsSlice())
-	var sum uint32
-	for i := 0; i < 20; i += 2 {
-		sum += uint32(binary.BigEndian.Uint16(ip[i:]))
-	}
-	for sum > 0xffff {
-		sum = sum&0xffff + sum>>16
-	}
-	binary.BigEndian.PutUint16(ip[10:], ^uint16(sum))
+	binary.BigEndian.PutUint16(ip[10:], ^header.Checksum(ip[:20], 0))
 	udp := f[34:42]
 	binary.BigEndian.PutUint16(udp[0:], uint16(srcPort))
 	binary.BigEndian.PutUint16(udp[2:], uint16(dstPort))
