@@ -92,9 +92,9 @@ func addrPort(t testing.TB, a net.Addr) netip.AddrPort {
 	return ap
 }
 
-// connect returns a client connection to the front listener that the
-// Forwarder splices to a server connection accepted on the back listener.
-func (r *rig) connect(t testing.TB) (client, server *net.TCPConn) {
+// accepted dials the front listener and returns the client's connection
+// and the accepted socket's descriptor, for the test to hand over.
+func (r *rig) accepted(t testing.TB) (net.Conn, int) {
 	t.Helper()
 	c, err := net.DialTimeout("tcp", r.front.Addr().String(), testTimeout)
 	if err != nil {
@@ -106,6 +106,14 @@ func (r *rig) connect(t testing.TB) (client, server *net.TCPConn) {
 	}
 	a := dupFd(t, acc.(*net.TCPConn))
 	acc.Close()
+	return c, a
+}
+
+// connect returns a client connection to the front listener that the
+// Forwarder splices to a server connection accepted on the back listener.
+func (r *rig) connect(t testing.TB) (client, server *net.TCPConn) {
+	t.Helper()
+	c, a := r.accepted(t)
 	if err := forwardTCP(r.f, a, addrPort(t, r.back.Addr()), dialTCP); err != nil {
 		t.Fatalf("forwardTCP: %v", err)
 	}

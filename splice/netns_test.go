@@ -108,16 +108,7 @@ func TestAcrossNamespaces(t *testing.T) {
 		ns.do(func() { fd, err = dialTCP(dst) })
 		return fd, err
 	}
-	c, err := net.DialTimeout("tcp", r.front.Addr().String(), testTimeout)
-	if err != nil {
-		t.Fatalf("dial front: %v", err)
-	}
-	acc, err := r.front.Accept()
-	if err != nil {
-		t.Fatalf("accept front: %v", err)
-	}
-	a := dupFd(t, acc.(*net.TCPConn))
-	acc.Close()
+	c, a := r.accepted(t)
 	if err := forwardTCP(r.f, a, innerAddr, nsDial); err != nil {
 		t.Fatalf("forwardTCP into namespace: %v", err)
 	}

@@ -275,22 +275,13 @@ func TestTCPConnectRefused(t *testing.T) {
 	closed := listen(t)
 	dst := addrPort(t, closed.Addr())
 	closed.Close()
-	c, err := net.DialTimeout("tcp", r.front.Addr().String(), testTimeout)
-	if err != nil {
-		t.Fatalf("dial: %v", err)
-	}
+	c, a := r.accepted(t)
 	defer c.Close()
-	acc, err := r.front.Accept()
-	if err != nil {
-		t.Fatalf("accept: %v", err)
-	}
-	a := dupFd(t, acc.(*net.TCPConn))
-	acc.Close()
 	if err := forwardTCP(r.f, a, dst, dialTCP); err != nil {
 		t.Fatalf("forwardTCP: got %v, want nil (the connect fails later)", err)
 	}
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	_, err = c.Read(make([]byte, 1))
+	_, err := c.Read(make([]byte, 1))
 	if !isReset(err) {
 		t.Errorf("client read after refused connect: got %v, want ECONNRESET", err)
 	}
@@ -299,18 +290,9 @@ func TestTCPConnectRefused(t *testing.T) {
 func TestTCPLimit(t *testing.T) {
 	r := newRig(t, Options{MaxTCP: 1})
 	client, server := r.connect(t)
-	c, err := net.DialTimeout("tcp", r.front.Addr().String(), testTimeout)
-	if err != nil {
-		t.Fatalf("dial: %v", err)
-	}
+	c, a := r.accepted(t)
 	defer c.Close()
-	acc, err := r.front.Accept()
-	if err != nil {
-		t.Fatalf("accept: %v", err)
-	}
-	a := dupFd(t, acc.(*net.TCPConn))
-	acc.Close()
-	err = forwardTCP(r.f, a, addrPort(t, r.back.Addr()), dialTCP)
+	err := forwardTCP(r.f, a, addrPort(t, r.back.Addr()), dialTCP)
 	var le *LimitError
 	if !errors.As(err, &le) || le.Limit != 1 {
 		t.Fatalf("second connection: got %v, want *LimitError with limit 1", err)
