@@ -17,9 +17,51 @@ import (
 // than to the listener, and the namespace's replies leave from the port the
 // peer talked to. From then on the flow is an ordinary UDP flow (udp.go).
 
-// udpListenerRead moves one recvmmsg batch from a UDP listener, received
-// straight into transmit buffers behind room for the headers.
+// spliceDrainRounds bounds the batches one listener event reads while
+// loopback peers' earlier datagrams may still wait in the listener's queue
+// (udpListenerRead): far more than a listener's receive buffer holds at its
+// default size.
+const spliceDrainRounds = 32
+
+// udpListenerRead moves datagrams from a UDP listener, received straight
+// into transmit buffers behind room for the headers, and hands new loopback
+// peers to the splice hook.
+//
+// A loopback peer's own socket (spliceDatagram), bound and connected to
+// it, takes the peer's datagrams from its connect on; those that came
+// before wait in the listener's queue, behind the ones read already. They
+// must be among the flow's early datagrams, which the splice forwarder
+// sends before anything the flow's socket received: read later, they would
+// make a flow of their own, from another port on the namespace's side, and
+// arrive after newer datagrams. So once a batch made such a socket,
+// reading goes on until a batch that began after its connect leaves the
+// queue empty (comes back short), and only then are the peers handed over.
 func (e *Engine) udpListenerRead(l *listener) {
+	t := &e.lst
+	t.hand = t.hand[:0]
+	made := false
+	for range spliceDrainRounds {
+		before := len(t.hand)
+		n, asked := e.udpListenerBatch(l)
+		created := len(t.hand) > before
+		made = made || created
+		if !created && (!made || n < asked) {
+			break
+		}
+	}
+	for i := range t.hand {
+		c := &t.hand[i]
+		if !t.hook(c) {
+			e.sys.close(c.Fd)
+		}
+		t.hand[i] = SpliceConn{}
+	}
+	t.hand = t.hand[:0]
+}
+
+// udpListenerBatch moves one recvmmsg batch from a UDP listener: how many
+// datagrams it read, of how many it asked for.
+func (e *Engine) udpListenerBatch(l *listener) (n, asked int) {
 	t := &e.lst
 	off := l4Offset(l.V6) + header.UDPMinimumSize
 	// Datagrams must fit the namespace's MTU (frameMax may be larger,
@@ -39,10 +81,9 @@ func (e *Engine) udpListenerRead(l *listener) {
 	}
 	n, err := e.sys.recvmmsg(l.Fd, t.msgs[:len(bs)])
 	if err != nil || n == 0 {
-		return
+		return 0, len(bs)
 	}
 	to, toOK := target(l)
-	t.hand = t.hand[:0]
 	w := 0
 	for i := range n {
 		m := &t.msgs[i]
@@ -84,14 +125,7 @@ func (e *Engine) udpListenerRead(l *listener) {
 			f.Deadline = e.now + udpTimeout
 		}
 	}
-	for i := range t.hand {
-		c := &t.hand[i]
-		if !t.hook(c) {
-			e.sys.close(c.Fd)
-		}
-		t.hand[i] = SpliceConn{}
-	}
-	t.hand = t.hand[:0]
+	return n, len(bs)
 }
 
 // udpFromHost opens the flow of a new host peer on listener l.
@@ -137,7 +171,8 @@ func (e *Engine) udpReplySocket(l *listener, local, peer netip.AddrPort) (int, e
 }
 
 // spliceDatagram queues a loopback datagram for the splice hook: the first
-// of a peer in this batch gets a reply socket, later ones join its data.
+// of a peer in this listener event gets a reply socket, later ones join its
+// data.
 // The copies allocate, once per datagram that arrives before the flow has
 // its own socket; the flow's traffic afterwards never passes here.
 func (e *Engine) spliceDatagram(l *listener, local, peer netip.AddrPort, data []byte) {

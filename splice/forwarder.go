@@ -53,6 +53,7 @@ type Stats struct {
 	UDPActive, UDPTotal            uint64
 	UDPDatagrams, UDPBytes         uint64
 	UDPDrops                       uint64
+	UDPHeld                        uint64 // datagrams that waited for a full send buffer
 	PipesCreated, PipesReused      uint64
 	PipeSize                       int
 }
@@ -63,6 +64,7 @@ type counters struct {
 	udpActive, udpTotal            atomic.Uint64
 	udpDatagrams, udpBytes         atomic.Uint64
 	udpDrops                       atomic.Uint64
+	udpHeld                        atomic.Uint64
 }
 
 // Forwarder moves bytes between pairs of sockets with one epoll loop.
@@ -107,6 +109,7 @@ type pendingAdd struct {
 	kind  int
 	fd    [2]int
 	pipes [2]*pipe
+	data  [][]byte // UDP: early datagrams for fd[1] (AddUDP)
 }
 
 // NewForwarder probes the pipe size and sets up epoll. It does not start
@@ -202,7 +205,7 @@ func (f *Forwarder) Stats() Stats {
 		TCPBytes:  [2]uint64{f.ctr.tcpBytes[0].Load(), f.ctr.tcpBytes[1].Load()},
 		UDPActive: f.ctr.udpActive.Load(), UDPTotal: f.ctr.udpTotal.Load(),
 		UDPDatagrams: f.ctr.udpDatagrams.Load(), UDPBytes: f.ctr.udpBytes.Load(),
-		UDPDrops:     f.ctr.udpDrops.Load(),
+		UDPDrops: f.ctr.udpDrops.Load(), UDPHeld: f.ctr.udpHeld.Load(),
 		PipesCreated: created, PipesReused: reused, PipeSize: f.pipeSize,
 	}
 }

@@ -305,16 +305,43 @@ func (f *Forwarder) retryListeners() {
 	}
 }
 
-// udpListenerRead takes one batch of datagrams from a UDP listener. Each
-// comes from a peer without a socket of its own yet (later datagrams go to
-// that socket): the first makes the flow, the others of the same peer
-// join it.
+// listenDrainRounds bounds the batches one listener event reads while new
+// flows' earlier datagrams may still wait in the listener's queue
+// (udpListenerRead): far more than a listener's receive buffer holds at its
+// default size.
+const listenDrainRounds = 64
+
+// udpListenerRead takes datagrams from a UDP listener. Each comes from a
+// peer without a socket of its own yet: the first makes the flow, the
+// others of the same peer join it.
+//
+// A new flow's socket, bound and connected to the peer, takes the peer's
+// datagrams from its connect on; those that came before wait in the
+// listener's queue, behind the ones read already. They must reach the flow
+// before anything its own socket received, or they would arrive after
+// newer datagrams (or, had they made a flow of their own, from another
+// port): so once a batch made a flow, reading goes on until a batch that
+// began after that flow's connect leaves the queue empty, i.e. comes back
+// short. The flow's socket is read in a later cycle.
 func (f *Forwarder) udpListenerRead(slot int32) {
-	t := &f.lst
-	l := &t.ls[slot]
 	if f.udpBatch == nil {
 		f.udpBatch = newMmsgBatch(f.opts.UDPBatch)
 	}
+	made := false
+	for range listenDrainRounds {
+		n, created := f.udpListenerBatch(slot)
+		made = made || created
+		if !created && (!made || n < len(f.udpBatch.msgs)) {
+			return
+		}
+	}
+}
+
+// udpListenerBatch reads and delivers one batch: how many datagrams, and
+// whether one of them made a new flow.
+func (f *Forwarder) udpListenerBatch(slot int32) (n int, created bool) {
+	t := &f.lst
+	l := &t.ls[slot]
 	b := f.udpBatch
 	if t.names == nil {
 		t.names = make([]unix.RawSockaddrAny, len(b.msgs))
@@ -338,7 +365,9 @@ func (f *Forwarder) udpListenerRead(slot int32) {
 		}
 		peer := sock.AddrPortOf(&t.names[i])
 		local := netip.AddrPortFrom(sock.PktDst(t.ctl[i][:m.Hdr.Controllen], l.udp.Local.Addr()), l.udp.Local.Port())
-		f.udpFromListener(slot, local, peer, b.bufs[i][:m.Len])
+		if f.udpFromListener(slot, local, peer, b.bufs[i][:m.Len]) {
+			created = true
+		}
 	}
 	// Flows read with the same batch: no name, no control.
 	for i := range b.msgs {
@@ -347,15 +376,17 @@ func (f *Forwarder) udpListenerRead(slot int32) {
 		h.SetControllen(0)
 	}
 	_ = err // EAGAIN, or an error a later event reports again
+	return n, created
 }
 
 // udpFromListener delivers one datagram that reached listener slot from
-// peer: on the peer's flow if it has one, else on a new flow.
-func (f *Forwarder) udpFromListener(slot int32, local, peer netip.AddrPort, data []byte) {
+// peer: on the peer's flow if it has one, else on a new flow (and then
+// reports true).
+func (f *Forwarder) udpFromListener(slot int32, local, peer netip.AddrPort, data []byte) bool {
 	l := &f.lst.ls[slot]
 	if s, ok := l.flows[peer]; ok && f.udp[s].active {
 		f.udpSendOther(s, data)
-		return
+		return false
 	}
 	reply := l.udp.Reply
 	if reply == nil {
@@ -365,39 +396,54 @@ func (f *Forwarder) udpFromListener(slot int32, local, peer netip.AddrPort, data
 	if err != nil {
 		f.ctr.udpDrops.Add(1)
 		f.log.Debug("splice: udp reply socket", "peer", peer, "err", err)
-		return
+		return false
 	}
 	b, err := l.udp.Dial()
 	if err != nil {
 		unix.Close(a)
 		f.ctr.udpDrops.Add(1)
 		f.log.Debug("splice: udp: cannot reach the target", "err", err)
-		return
+		return false
 	}
 	s, err := f.openUDP(a, b)
 	if err != nil {
 		f.ctr.udpDrops.Add(1)
 		f.log.Debug("splice: udp", "err", err)
-		return
+		return false
 	}
 	u := &f.udp[s]
 	u.lis, u.lgen, u.peer = slot+1, l.gen, peer
 	l.flows[peer] = s
 	f.udpSendOther(s, data)
+	return true
 }
 
 // udpSendOther sends one datagram of the listener's side to the other
-// side of flow s, as the flow's own pump would.
+// side of flow s, as the flow's own pump would: after the flow's backlog
+// for that side, if it has one (udp.go).
 func (f *Forwarder) udpSendOther(s int, data []byte) {
 	u := &f.udp[s]
 	u.seen[0] = true
 	u.last = f.now
-	if err := send(u.fd[1], data); err != nil {
-		f.ctr.udpDrops.Add(1)
+	if len(u.pend[1]) > 0 {
+		f.udpHold(s, 1, data)
 		return
 	}
-	f.ctr.udpDatagrams.Add(1)
-	f.ctr.udpBytes.Add(uint64(len(data)))
+	err := send(u.fd[1], data)
+	if err != nil && err != unix.EAGAIN {
+		// Most likely an earlier datagram's ICMP error, now cleared.
+		err = send(u.fd[1], data)
+	}
+	switch err {
+	case nil:
+		f.ctr.udpDatagrams.Add(1)
+		f.ctr.udpBytes.Add(uint64(len(data)))
+	case unix.EAGAIN:
+		f.udpHold(s, 1, data)
+		f.udpArm(s)
+	default:
+		f.ctr.udpDrops.Add(1)
+	}
 }
 
 // send sends one datagram on a connected socket without allocating. Unlike

@@ -10,12 +10,26 @@ import (
 // udpFlow forwards datagrams between two connected UDP sockets, one per
 // namespace. Sockets are level-triggered: a flow may stop after udpRounds
 // batches and be called again, without bookkeeping.
+//
+// A socket that cannot take a datagram (EAGAIN: its send buffer is full,
+// which loopback never makes it, but a route through a real device may)
+// does not lose it: the datagrams not yet sent are copied to the flow's
+// backlog for that socket, the flow stops reading the other side (whose
+// kernel queue, and then its sender, take the pressure, as they would for
+// any slow receiver), and waits for EPOLLOUT. The backlog goes first once
+// the socket takes datagrams again, so order holds. It is at most one
+// batch, plus the datagrams that reached a listener before the flow had a
+// socket of its own (listen.go, AddUDP's early datagrams).
 type udpFlow struct {
 	fd     [2]int
 	seen   [2]bool // datagrams came from this side; both means replied
 	gen    uint32
 	active bool
 	last   int64
+	// pend[s]: datagrams waiting for fd[s] to take them; armed[s]: the
+	// epoll events fd[s] is registered for.
+	pend  [2][][]byte
+	armed [2]uint32
 	// A flow a UDP listener made: the listener's slot + 1 and
 	// generation, and the peer it is for (listen.go).
 	lis  int32
@@ -52,11 +66,11 @@ func newMmsgBatch(n int) *mmsgBatch {
 // AddUDP takes ownership of two connected UDP sockets, one per namespace,
 // and forwards datagrams both ways until the flow times out (Options
 // UDPTimeout, UDPReplyTimeout) or the Forwarder closes. On error both
-// sockets are closed. A datagram the caller already read (the one that
-// created the flow on an unconnected listening socket) is the caller's to
-// send on b before or after handing the pair over.
-func (f *Forwarder) AddUDP(a, b int) error {
-	if err := f.addUDP(a, b); err != nil {
+// sockets are closed. early are datagrams of a's peer that the caller read
+// before a existed (on an unconnected listening socket): the flow takes
+// them over and sends them on b, in order, before anything a receives.
+func (f *Forwarder) AddUDP(a, b int, early ...[]byte) error {
+	if err := f.addUDP(a, b, early); err != nil {
 		closeFd(a)
 		if b != a {
 			closeFd(b)
@@ -66,11 +80,11 @@ func (f *Forwarder) AddUDP(a, b int) error {
 	return nil
 }
 
-func (f *Forwarder) addUDP(a, b int) error {
+func (f *Forwarder) addUDP(a, b int, early [][]byte) error {
 	if err := f.admitUDP(a, b); err != nil {
 		return err
 	}
-	if err := f.enqueue(pendingAdd{kind: kindUDP, fd: [2]int{a, b}}); err != nil {
+	if err := f.enqueue(pendingAdd{kind: kindUDP, fd: [2]int{a, b}, data: early}); err != nil {
 		f.reservedUDP.Add(-1)
 		return err
 	}
@@ -134,19 +148,99 @@ func (f *Forwarder) startUDP(p *pendingAdd) int {
 	u := &f.udp[slot]
 	gen := nextGen(u.gen)
 	*u = udpFlow{fd: p.fd, gen: gen, active: true, last: f.now}
+	u.pend[1] = p.data
+	if len(p.data) > 0 {
+		u.seen[0] = true
+	}
 	f.ctr.udpActive.Add(1)
 	f.ctr.udpTotal.Add(1)
 	for side := 0; side < 2; side++ {
 		ev := tag(kindUDP, side, slot, gen)
-		ev.Events = unix.EPOLLIN
+		ev.Events = u.wants(side)
 		if err := unix.EpollCtl(f.epfd, unix.EPOLL_CTL_ADD, u.fd[side], &ev); err != nil {
 			f.log.Warn("splice: epoll_ctl add udp socket", "fd", u.fd[side], "err", err)
 			f.udpClose(slot)
 			return -1
 		}
+		u.armed[side] = ev.Events
 	}
 	f.armTimer()
+	if len(u.pend[1]) > 0 {
+		f.udpFlush(slot, 1)
+	}
 	return slot
+}
+
+// wants is the epoll events fd[side] needs: readable unless what it reads
+// would go to a socket with a backlog, writable while it has one.
+func (u *udpFlow) wants(side int) uint32 {
+	var ev uint32
+	if len(u.pend[1-side]) == 0 {
+		ev |= unix.EPOLLIN
+	}
+	if len(u.pend[side]) > 0 {
+		ev |= unix.EPOLLOUT
+	}
+	return ev
+}
+
+// udpArm brings both sockets' epoll registrations in line with the
+// backlogs.
+func (f *Forwarder) udpArm(slot int) {
+	u := &f.udp[slot]
+	for side := 0; side < 2; side++ {
+		want := u.wants(side)
+		if want == u.armed[side] {
+			continue
+		}
+		ev := tag(kindUDP, side, slot, u.gen)
+		ev.Events = want
+		if err := unix.EpollCtl(f.epfd, unix.EPOLL_CTL_MOD, u.fd[side], &ev); err != nil {
+			f.log.Warn("splice: epoll_ctl mod udp socket", "fd", u.fd[side], "err", err)
+			continue
+		}
+		u.armed[side] = want
+	}
+}
+
+// udpHold appends a copy of data to the backlog of fd[side]. The copy is
+// the slow path's only allocation: a send buffer was full.
+func (f *Forwarder) udpHold(slot, side int, data []byte) {
+	u := &f.udp[slot]
+	u.pend[side] = append(u.pend[side], append([]byte(nil), data...))
+	f.ctr.udpHeld.Add(1)
+}
+
+// udpFlush sends fd[side]'s backlog until it is empty or the socket is full
+// again, then re-arms the flow.
+func (f *Forwarder) udpFlush(slot, side int) {
+	u := &f.udp[slot]
+	q := u.pend[side]
+	sent, failed := 0, false
+	for sent < len(q) {
+		err := send(u.fd[side], q[sent])
+		switch {
+		case err == nil:
+			f.ctr.udpDatagrams.Add(1)
+			f.ctr.udpBytes.Add(uint64(len(q[sent])))
+		case err == unix.EAGAIN:
+			u.pend[side] = q[sent:]
+			f.udpArm(slot)
+			return
+		case !failed:
+			// Most likely an earlier datagram's ICMP error, which the
+			// failed call reported and cleared: try this one again.
+			failed = true
+			continue
+		default:
+			f.ctr.udpDrops.Add(1)
+		}
+		q[sent] = nil
+		sent++
+		failed = false
+	}
+	u.pend[side] = nil
+	f.udpArm(slot)
 }
 
 func (f *Forwarder) udpEvent(slot, side int, events uint32) {
@@ -157,7 +251,12 @@ func (f *Forwarder) udpEvent(slot, side int, events uint32) {
 		// until its timeout, as the peer may come up.
 		_, _ = unix.GetsockoptInt(u.fd[side], unix.SOL_SOCKET, unix.SO_ERROR)
 	}
-	if events&unix.EPOLLIN == 0 {
+	if events&unix.EPOLLOUT != 0 && len(u.pend[side]) > 0 {
+		f.udpFlush(slot, side)
+	}
+	// Readable, and the other side takes datagrams (this event may
+	// predate a backlog that began earlier in the cycle).
+	if events&unix.EPOLLIN == 0 || len(u.pend[1-side]) > 0 {
 		return
 	}
 	b := f.udpBatch
@@ -175,24 +274,40 @@ func (f *Forwarder) udpEvent(slot, side int, events uint32) {
 		}
 		u.seen[side] = true
 		u.last = f.now
-		var bytes uint64
 		for i := 0; i < n; i++ {
 			b.iovs[i].SetLen(int(b.msgs[i].Len))
-			bytes += uint64(b.msgs[i].Len)
 		}
-		sent := 0
+		sent, failed := 0, false
 		for sent < n {
 			m, err := mmsg(unix.SYS_SENDMMSG, dst, b.msgs[sent:n], unix.MSG_DONTWAIT)
-			if err != nil || m == 0 {
-				// A full send buffer or a refused peer: UDP may drop, and
-				// waiting would stall the other flows.
-				f.ctr.udpDrops.Add(uint64(n - sent))
-				break
+			switch {
+			case err == nil && m > 0:
+				for i := sent; i < sent+m; i++ {
+					f.ctr.udpBytes.Add(uint64(b.msgs[i].Len))
+				}
+				f.ctr.udpDatagrams.Add(uint64(m))
+				sent += m
+				failed = false
+				continue
+			case err == unix.EAGAIN || err == nil:
+				// dst's send buffer is full: keep the rest, in order,
+				// and read no more from src until dst takes it.
+				for i := sent; i < n; i++ {
+					f.udpHold(slot, 1-side, b.bufs[i][:b.msgs[i].Len])
+				}
+				f.udpArm(slot)
+				return
+			case !failed:
+				// Most likely an ICMP error an earlier datagram caused,
+				// reported and cleared by this call: try again.
+				failed = true
+			default:
+				// The kernel refuses this datagram itself.
+				f.ctr.udpDrops.Add(1)
+				sent++
+				failed = false
 			}
-			sent += m
 		}
-		f.ctr.udpDatagrams.Add(uint64(sent))
-		f.ctr.udpBytes.Add(bytes)
 		if n < len(b.msgs) {
 			return
 		}
@@ -215,6 +330,8 @@ func mmsg(trap uintptr, fd int, msgs []unix.Mmsghdr, flags int) (int, error) {
 func (f *Forwarder) udpClose(slot int) {
 	u := &f.udp[slot]
 	f.forgetFlow(u)
+	f.ctr.udpDrops.Add(uint64(len(u.pend[0]) + len(u.pend[1])))
+	u.pend = [2][][]byte{}
 	for side := 0; side < 2; side++ {
 		_ = unix.EpollCtl(f.epfd, unix.EPOLL_CTL_DEL, u.fd[side], nil)
 		unix.Close(u.fd[side])

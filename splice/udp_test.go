@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"fmt"
 	"net"
+	"net/netip"
+	"os"
+	"os/exec"
 	"testing"
 	"time"
 
@@ -162,4 +165,214 @@ func TestUDPLimit(t *testing.T) {
 	if err := f.AddUDP(tcp, mk()); err == nil {
 		t.Errorf("AddUDP with a TCP socket: got nil error, want one")
 	}
+}
+
+// readBurst reads one burst of count datagrams from srv, each "B:S" (burst
+// B, sequence S) padded to size, then an empty one, and wants them all
+// from one source, in order. It returns that source.
+func readBurst(srv *net.UDPConn, burst, count, size int) (netip.AddrPort, error) {
+	buf := make([]byte, 70000)
+	var from netip.AddrPort
+	for i := 0; i <= count; i++ {
+		n, peer, err := srv.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			return from, fmt.Errorf("burst %d, datagram %d: %w", burst, i, err)
+		}
+		if i > 0 && peer != from {
+			return from, fmt.Errorf("burst %d, datagram %d came from %v, want %v: one flow per peer", burst, i, peer, from)
+		}
+		from = peer
+		if i == count {
+			if n != 0 {
+				return from, fmt.Errorf("burst %d: got %d bytes (%q) where the empty datagram belongs", burst, n, buf[:min(n, 16)])
+			}
+			break
+		}
+		if want := burstDatagram(burst, i, size); string(buf[:n]) != string(want) {
+			return from, fmt.Errorf("burst %d, datagram %d: got %d bytes %q, want %d bytes %q", burst, i, n, buf[:min(n, 12)], len(want), want[:12])
+		}
+	}
+	return from, nil
+}
+
+// burstDatagram is datagram seq of a burst: "burst:seq" padded with dots.
+func burstDatagram(burst, seq, size int) []byte {
+	b := bytes.Repeat([]byte{'.'}, size)
+	copy(b, fmt.Sprintf("%04d:%04d", burst, seq))
+	return b
+}
+
+// TestUDPListenerBursts: fifty peers in turn, each with a burst of two
+// recvmmsg batches and then an empty datagram, all sent before the peer's
+// flow exists: every burst arrives whole, in order and as one flow, its
+// empty datagram last. The datagrams that reach the listener before the
+// flow's own socket is connected must go out before what that socket
+// receives.
+func TestUDPListenerBursts(t *testing.T) {
+	for _, fam := range []string{"127.0.0.1", "::1"} {
+		t.Run(fam, func(t *testing.T) {
+			lo := netip.MustParseAddr(fam)
+			r := newRig(t, Options{UDPBatch: 8})
+			srv, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(lo, 0)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer srv.Close()
+			srv.SetDeadline(deadlineIn())
+			addr := udpListenerTo(t, r, lo, addrPort(t, srv.LocalAddr()))
+			const bursts, count, size = 50, 16, 200
+			for b := range bursts {
+				cl, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(addr))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := range count {
+					if _, err := cl.Write(burstDatagram(b, i, size)); err != nil {
+						t.Fatalf("burst %d: send %d: %v", b, i, err)
+					}
+				}
+				if _, err := cl.Write(nil); err != nil {
+					t.Fatalf("burst %d: send the empty datagram: %v", b, err)
+				}
+				_, err = readBurst(srv, b, count, size)
+				cl.Close()
+				if err != nil {
+					t.Fatalf("%v (%+v)", err, r.f.Stats())
+				}
+			}
+			if st := r.f.Stats(); st.UDPTotal != bursts || st.UDPDrops != 0 {
+				t.Errorf("flows %d, drops %d: want %d flows and no drop", st.UDPTotal, st.UDPDrops, bursts)
+			}
+		})
+	}
+}
+
+// TestUDPEarlyDatagrams: the datagrams a caller read before the flow had
+// its own socket (AddUDP's early ones, an empty one among them) go out
+// first, then what the flow's socket holds already.
+func TestUDPEarlyDatagrams(t *testing.T) {
+	f := newRig(t, Options{}).f
+	lo := netip.MustParseAddr("127.0.0.1")
+	client, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(lo, 0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	srv, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(lo, 0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	srv.SetDeadline(deadlineIn())
+	a, err := sock.Reply(netipMust("127.0.0.1:0"), "", addrPort(t, client.LocalAddr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := sock.Dial(true, addrPort(t, srv.LocalAddr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa, err := unix.Getsockname(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: sa.(*unix.SockaddrInet4).Port}
+	// Waiting on a already when the flow starts.
+	for _, m := range []string{"late 1", "", "late 2"} {
+		if _, err := client.WriteToUDP([]byte(m), front); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.AddUDP(a, b, []byte("early 1"), nil, []byte("early 2")); err != nil {
+		t.Fatalf("AddUDP: %v", err)
+	}
+	buf := make([]byte, 100)
+	for i, want := range []string{"early 1", "", "early 2", "late 1", "", "late 2"} {
+		n, err := srv.Read(buf)
+		if err != nil || string(buf[:n]) != want {
+			t.Fatalf("datagram %d: got %q, %v; want %q", i, buf[:n], err, want)
+		}
+	}
+}
+
+// TestUDPFullSendBuffer: a socket whose send buffer fills (a slow link,
+// here a token bucket on the loopback of a namespace of the test's own)
+// makes the flow wait instead of dropping: every datagram arrives, in
+// order, and the flow held some.
+func TestUDPFullSendBuffer(t *testing.T) {
+	ns := newNSThread(t)
+	var tid int
+	ns.do(func() { tid = unix.Gettid() })
+	tc := exec.Command("nsenter", fmt.Sprintf("--net=/proc/%d/task/%d/ns/net", os.Getpid(), tid),
+		"tc", "qdisc", "add", "dev", "lo", "root", "tbf", "rate", "20mbit", "burst", "4k", "limit", "4m")
+	if out, err := tc.CombinedOutput(); err != nil {
+		t.Skipf("no token bucket on the namespace's loopback (tc, sch_tbf): %v: %s", err, out)
+	}
+	var client, srv *net.UDPConn
+	var a, b int
+	var err error
+	ns.do(func() {
+		lo := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)}
+		if client, err = net.ListenUDP("udp", lo); err != nil {
+			return
+		}
+		if srv, err = net.ListenUDP("udp", lo); err != nil {
+			return
+		}
+		if a, err = sock.Reply(netipMust("127.0.0.1:0"), "", addrPort(t, client.LocalAddr())); err != nil {
+			return
+		}
+		b, err = sock.Dial(true, addrPort(t, srv.LocalAddr()))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	defer srv.Close()
+	// Room for the whole transfer where the test reads and where the
+	// forwarder reads, so that only b's small send buffer can lose data.
+	for _, fd := range []int{a, sysFd(t, srv)} {
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 8<<20); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := unix.SetsockoptInt(b, unix.SOL_SOCKET, unix.SO_SNDBUF, 4096); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := unix.Getsockname(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: sa.(*unix.SockaddrInet4).Port}
+	f := newRig(t, Options{}).f
+	if err := f.AddUDP(a, b); err != nil {
+		t.Fatalf("AddUDP: %v", err)
+	}
+	const count, size = 400, 1200
+	go func() {
+		for i := range count {
+			client.WriteToUDP(burstDatagram(0, i, size), front)
+		}
+		client.WriteToUDP(nil, front)
+	}()
+	srv.SetDeadline(deadlineIn())
+	if _, err := readBurst(srv, 0, count, size); err != nil {
+		t.Fatalf("%v (%+v)", err, f.Stats())
+	}
+	st := f.Stats()
+	if st.UDPDrops != 0 || st.UDPHeld == 0 {
+		t.Errorf("drops %d, held %d: want no drop, and some datagrams held for the full send buffer", st.UDPDrops, st.UDPHeld)
+	}
+}
+
+// sysFd is c's descriptor, for socket options.
+func sysFd(t *testing.T, c *net.UDPConn) int {
+	t.Helper()
+	rc, err := c.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd := -1
+	rc.Control(func(s uintptr) { fd = int(s) })
+	return fd
 }

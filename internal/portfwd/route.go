@@ -206,8 +206,10 @@ func (pf *Forwarder) slowPath() {
 	}
 }
 
-// bridge hands a connected pair to the splice forwarder, first sending the
-// datagrams that arrived before the flow had its own socket.
+// bridge hands a connected pair to the splice forwarder, with the
+// datagrams that arrived before the flow had its own socket: the forwarder
+// sends them first, and holds them rather than drop them if other's send
+// buffer is full.
 func (pf *Forwarder) bridge(c *fwd.SpliceConn, other int) {
 	if !c.UDP {
 		if err := pf.sp.AddTCP(c.Fd, other); err != nil {
@@ -215,12 +217,7 @@ func (pf *Forwarder) bridge(c *fwd.SpliceConn, other int) {
 		}
 		return
 	}
-	for _, d := range c.Data {
-		// send(2), not write(2): a zero-length write sends nothing on
-		// a datagram socket, and an empty datagram is a datagram.
-		unix.Sendto(other, d, unix.MSG_DONTWAIT, nil)
-	}
-	if err := pf.sp.AddUDP(c.Fd, other); err != nil {
+	if err := pf.sp.AddUDP(c.Fd, other, c.Data...); err != nil {
 		pf.log.Debug("splice: udp", "err", err)
 	}
 }
