@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gopasta/gopasta/internal/config"
+	"github.com/gopasta/gopasta/internal/fwdrule"
 	"github.com/gopasta/gopasta/internal/sockdiag"
 	"golang.org/x/sys/unix"
 )
@@ -17,7 +18,8 @@ import (
 // Auto forwarding: every autoInterval, read which ports the other side
 // listens on and open or close listeners to match (pasta's "auto").
 
-func (pf *Forwarder) autoLoop(ctx context.Context) {
+// loop runs tick every autoInterval until ctx ends or Close.
+func (pf *Forwarder) loop(ctx context.Context) {
 	defer pf.wg.Done()
 	t := time.NewTicker(autoInterval)
 	defer t.Stop()
@@ -28,7 +30,7 @@ func (pf *Forwarder) autoLoop(ctx context.Context) {
 		case <-pf.stop:
 			return
 		case <-t.C:
-			pf.scan()
+			pf.tick()
 		}
 	}
 }
@@ -38,6 +40,10 @@ func (pf *Forwarder) autoLoop(ctx context.Context) {
 // neither parse /proc text nor hop to the namespace thread. A side where
 // it fails keeps reading /proc.
 func (pf *Forwarder) openDiag() {
+	if pf.diagOpened {
+		return
+	}
+	pf.diagOpened = true
 	var err error
 	if pf.diagHost, err = sockdiag.Open(); err != nil {
 		pf.log.Debug("auto forwarding: inet_diag unavailable on the host, reading /proc", "err", err)
@@ -140,114 +146,49 @@ func (pf *Forwarder) ports(nsSide bool) (tcp, udp config.PortSet, err error) {
 	return tcp, udp, err
 }
 
-// scan runs one auto forwarding round: the namespace's ports drive the
-// host's auto listeners (-t, -u auto), the host's ports the namespace's
-// (-T, -U auto).
-func (pf *Forwarder) scan() {
-	r := &pf.cfg.Rules
-	eph := config.DefaultEphemeral
-	if e, err := config.ReadEphemeralRange(); err == nil {
-		eph = e
-	}
-	for _, s := range []struct {
-		nsSide   bool // where the auto listeners are
-		tcp, udp *config.PortSpec
-	}{{false, &r.TCP, &r.UDP}, {true, &r.TCPNS, &r.UDPNS}} {
-		if s.tcp.Mode != config.PortsAuto && s.udp.Mode != config.PortsAuto {
+// scanPlans lists the sockets the auto rules of tables want now: the
+// namespace's listening ports drive HOST's auto rules (-t, -u auto), the
+// host's drive SPLICE's (-T, -U auto). A side whose ports cannot be read
+// keeps what the previous scan (prev) wanted there.
+func (pf *Forwarder) scanPlans(tables *[2]fwdrule.Table, prev map[sockKey]listenPlan) map[sockKey]listenPlan {
+	out := map[sockKey]listenPlan{}
+	var eph config.PortRange
+	for i := range tables {
+		nsSide := i == tNS
+		if !hasScan(&tables[i]) {
 			continue
 		}
+		if eph == (config.PortRange{}) {
+			eph = config.DefaultEphemeral
+			if e, err := config.ReadEphemeralRange(); err == nil {
+				eph = e
+			}
+		}
+		pf.openDiag()
 		// The other side's ports include our own listeners there, which
-		// must not be mirrored back; read them after the previous round,
+		// must not be mirrored back; they are those of the previous round,
 		// which may have just opened some.
 		pf.mu.Lock()
-		own := *pf.own(!s.nsSide)
+		own := *pf.own(!nsSide)
 		pf.mu.Unlock()
-		tcp, udp, err := pf.ports(!s.nsSide)
+		tcp, udp, err := pf.ports(!nsSide)
 		if err != nil {
+			for k, p := range prev {
+				if k.nsSide == nsSide {
+					out[k] = p
+				}
+			}
 			continue
 		}
 		tcpW := without(&tcp, &own[0])
 		udpAll := autoUDPSet(&udp, &tcp, eph)
 		udpW := without(&udpAll, &own[1])
-		f := pf.side(s.nsSide)
-		pf.sync(s.nsSide, false, planAuto(s.tcp, false, f, &tcpW))
-		pf.sync(s.nsSide, true, planAuto(s.udp, true, f, &udpW))
+		for _, p := range planScan(&tables[i], pf.side(nsSide), &tcpW, &udpW) {
+			out[p.key()] = p
+		}
 	}
+	return out
 }
-
-// sync opens the auto listeners of want that are missing on one side and
-// closes those no longer wanted.
-func (pf *Forwarder) sync(nsSide, udp bool, want []listenPlan) {
-	byPort := map[uint16][]listenPlan{}
-	for _, p := range want {
-		byPort[p.Port] = append(byPort[p.Port], p)
-	}
-	pf.mu.Lock()
-	if pf.closed {
-		pf.mu.Unlock()
-		return
-	}
-	var stale []autoKey
-	for k := range pf.auto {
-		if k.nsSide == nsSide && k.udp == udp {
-			if _, ok := byPort[k.port]; !ok {
-				stale = append(stale, k)
-			}
-		}
-	}
-	var gone []closer
-	for _, k := range stale {
-		gone = append(gone, pf.auto[k]...)
-		delete(pf.auto, k)
-	}
-	var fresh []uint16
-	for port := range byPort {
-		if _, ok := pf.auto[autoKey{nsSide, udp, port}]; !ok {
-			fresh = append(fresh, port)
-		}
-	}
-	pf.mu.Unlock()
-
-	for _, c := range gone {
-		c()
-	}
-	own := pf.own(nsSide)
-	for _, k := range stale {
-		pf.mu.Lock()
-		clearPort(&own[b2i(udp)], k.port)
-		pf.mu.Unlock()
-		pf.log.Debug("auto forwarding: port closed", "ns", nsSide, "udp", udp, "port", k.port)
-	}
-	for _, port := range fresh {
-		var cs []closer
-		for _, p := range byPort[port] {
-			c, err := pf.open(p)
-			if err != nil {
-				pf.log.Debug("auto forwarding: cannot bind", "port", port, "err", err)
-				continue
-			}
-			cs = append(cs, c)
-		}
-		pf.mu.Lock()
-		if pf.closed {
-			pf.mu.Unlock()
-			for _, c := range cs {
-				c()
-			}
-			return
-		}
-		// Remember the port even if nothing bound, so a port someone
-		// else holds is not retried (and warned about) every second.
-		pf.auto[autoKey{nsSide, udp, port}] = cs
-		pf.mu.Unlock()
-		if len(cs) > 0 {
-			pf.log.Debug("auto forwarding: port opened", "ns", nsSide, "udp", udp, "port", port)
-		}
-	}
-}
-
-// clearPort removes p from s (PortSet has no Remove).
-func clearPort(s *config.PortSet, p uint16) { s[p>>6] &^= 1 << (p & 63) }
 
 // TCP and UDP socket states in /proc/net/{tcp,udp}: listening TCP, and
 // unconnected UDP (a server's socket).

@@ -2,6 +2,7 @@ package portfwd
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"slices"
 	"sync"
@@ -64,7 +65,7 @@ func TestAutoScan(t *testing.T) {
 	hostPorts.Add(p1)
 	nsPorts.Add(p2)
 	mu.Unlock()
-	pf.scan()
+	pf.tick()
 	want := []uint16{p1, p2}
 	slices.Sort(want)
 	if got := eng.open(); !slices.Equal(got, want) {
@@ -77,7 +78,7 @@ func TestAutoScan(t *testing.T) {
 	nsPorts = config.PortSet{}
 	nsPorts.Add(p2)
 	mu.Unlock()
-	pf.scan()
+	pf.tick()
 	if got, want := eng.open(), []uint16{p2}; !slices.Equal(got, want) {
 		t.Errorf("after p1 went away: host listeners on %v, want %v", got, want)
 	}
@@ -86,10 +87,23 @@ func TestAutoScan(t *testing.T) {
 // recordingEngine is the engine's listener API without an engine: it
 // holds the listeners it is given and closes them on removal.
 type recordingEngine struct {
-	mu   sync.Mutex
-	ls   []fwd.Listener
-	gone []bool
-	hook fwd.SpliceHook
+	mu     sync.Mutex
+	ls     []fwd.Listener
+	gone   []bool
+	hook   fwd.SpliceHook
+	events []string // "add PORT->TOPORT", "remove PORT->TOPORT", in order
+}
+
+func (e *recordingEngine) clearEvents() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.events = nil
+}
+
+func (e *recordingEngine) eventList() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]string(nil), e.events...)
 }
 
 func (e *recordingEngine) AddListener(l fwd.Listener) (fwd.ListenerID, error) {
@@ -97,6 +111,7 @@ func (e *recordingEngine) AddListener(l fwd.Listener) (fwd.ListenerID, error) {
 	defer e.mu.Unlock()
 	e.ls = append(e.ls, l)
 	e.gone = append(e.gone, false)
+	e.events = append(e.events, fmt.Sprintf("add %d->%d", l.Local.Port(), l.ToPort))
 	return fwd.ListenerID(len(e.ls) - 1), nil
 }
 
@@ -107,6 +122,7 @@ func (e *recordingEngine) RemoveListener(id fwd.ListenerID) {
 	if !e.gone[i] {
 		e.gone[i] = true
 		unix.Close(e.ls[i].Fd)
+		e.events = append(e.events, fmt.Sprintf("remove %d->%d", e.ls[i].Local.Port(), e.ls[i].ToPort))
 	}
 }
 

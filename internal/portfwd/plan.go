@@ -9,21 +9,23 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gopasta/gopasta/internal/config"
+	"github.com/gopasta/gopasta/internal/fwdrule"
 	"github.com/gopasta/gopasta/internal/sock"
 )
 
-// Port forwarding plans: which sockets the -t, -u, -T and -U rules ask for.
-// Planning is a pure function of the rules and a few facts about a side,
-// so every spec form is unit-tested without a namespace; route.go opens
-// what the plan says.
+// Port forwarding plans: which sockets the rules of a table ask for.
+// Planning is a pure function of the rules and a few facts about a side
+// (and, for auto rules, of the ports listening on the other side), so
+// every rule form is unit-tested without a namespace; sync.go opens and
+// closes what the plans say.
 
 // side is what planning needs to know about one side.
 type side struct {
 	v4, v6 bool // families in use (-4, -6)
-	// loopbackOnly: binds without an address go to 127.0.0.1 and ::1
-	// instead of any (namespace-side listeners, and --splice-only).
+	// loopbackOnly: binds to an unspecified address go to 127.0.0.1 and
+	// ::1 instead (namespace-side listeners, and --splice-only).
 	loopbackOnly bool
-	isNS         bool // the namespace's side (-T, -U)
+	isNS         bool // the namespace's side (SPLICE: -T, -U)
 }
 
 // listenPlan is one socket to open.
@@ -32,13 +34,37 @@ type listenPlan struct {
 	nsSide bool
 	toAddr netip.Addr // target address, invalid = the usual one
 	toPort uint16
-	// strict: a single port the user named; failing to bind it is fatal.
-	// Ranges, all, auto and UDP copies of TCP ports only warn.
+	// strict: a single port the user named (not weak, not auto); at
+	// start, failing to bind it is fatal. Ranges, all, auto and UDP
+	// copies of TCP ports only warn.
 	strict bool
 	// anyAddr: bound to any address because the rule gave none, so a
 	// family the host lacks is not an error.
 	anyAddr bool
+	// scan: opened while the target port listens on the other side.
+	scan bool
 }
+
+// sockKey is what makes two sockets the same socket: a new rule that
+// plans a socket with the key of an open one keeps that socket.
+type sockKey struct {
+	nsSide, udp, v6 bool
+	addr            netip.Addr
+	port            uint16
+	ifname          string
+}
+
+// route is where a socket's connections go.
+type route struct {
+	toAddr netip.Addr
+	toPort uint16
+}
+
+func (p *listenPlan) key() sockKey {
+	return sockKey{nsSide: p.nsSide, udp: p.UDP, v6: p.V6, addr: p.Addr, port: p.Port, ifname: p.Ifname}
+}
+
+func (p *listenPlan) route() route { return route{p.toAddr, p.toPort} }
 
 func (p listenPlan) proto() string {
 	if p.UDP {
@@ -65,86 +91,108 @@ func (p listenPlan) err(err error) error {
 }
 
 // bindAddrs lists the addresses a rule binds: its own, else any (or
-// loopback) in each family in use.
-func bindAddrs(r *config.PortRule, f side) []netip.Addr {
-	if r.BindAddr.IsValid() {
-		a := r.BindAddr.Unmap()
+// loopback) in each family in use. On a loopback-only side an
+// unspecified address means that family's loopback.
+func bindAddrs(r *fwdrule.Rule, f side) []netip.Addr {
+	var fam []bool // v6?
+	if r.Dual() {
+		if f.v4 {
+			fam = append(fam, false)
+		}
+		if f.v6 {
+			fam = append(fam, true)
+		}
+	} else {
+		a := fwdrule.AddrFrom(r.Addr)
 		if (a.Is4() && !f.v4) || (a.Is6() && !f.v6) {
 			return nil
 		}
-		return []netip.Addr{a}
+		if !a.IsUnspecified() || !f.loopbackOnly {
+			return []netip.Addr{a}
+		}
+		fam = append(fam, a.Is6())
 	}
-	var out []netip.Addr
-	if f.v4 {
-		if f.loopbackOnly {
-			out = append(out, netip.AddrFrom4([4]byte{127, 0, 0, 1}))
-		} else {
+	out := make([]netip.Addr, 0, len(fam))
+	for _, v6 := range fam {
+		switch {
+		case f.loopbackOnly:
+			out = append(out, sock.Loopback(v6))
+		case v6:
+			out = append(out, netip.IPv6Unspecified())
+		default:
 			out = append(out, netip.IPv4Unspecified())
 		}
 	}
-	if f.v6 {
-		if f.loopbackOnly {
-			out = append(out, netip.IPv6Loopback())
-		} else {
-			out = append(out, netip.IPv6Unspecified())
+	return out
+}
+
+// planPort appends the sockets of rule r for listen port p.
+func planPort(out []listenPlan, r *fwdrule.Rule, addrs []netip.Addr, f side, p uint16) []listenPlan {
+	for _, a := range addrs {
+		out = append(out, listenPlan{
+			Listen: sock.Listen{UDP: r.UDP(), V6: a.Is6(), Addr: a, Ifname: r.IfnameString(), Port: p},
+			nsSide: f.isNS, toAddr: r.Target(), toPort: r.ToPort(p),
+			strict:  !r.Weak() && !r.Scan() && r.First == r.Last,
+			anyAddr: r.Dual() || fwdrule.IsUnspecified(r.Addr),
+			scan:    r.Scan(),
+		})
+	}
+	return out
+}
+
+// planStatic expands the table's rules other than auto (FlagScan) into
+// sockets.
+func planStatic(t *fwdrule.Table, f side) []listenPlan {
+	var out []listenPlan
+	for i := range t.Rules {
+		r := &t.Rules[i]
+		if r.Scan() {
+			continue
+		}
+		addrs := bindAddrs(r, f)
+		for p := int(r.First); p <= int(r.Last); p++ {
+			out = planPort(out, r, addrs, f, uint16(p))
 		}
 	}
 	return out
 }
 
-// planStatic expands the static rules of spec into sockets.
-func planStatic(spec *config.PortSpec, udp bool, f side) []listenPlan {
-	if spec.Mode == config.PortsNone || spec.Mode == config.PortsUnset {
-		return nil
-	}
+// planScan lists the sockets the table's auto rules want while the
+// target ports in tcp and udp listen on the other side (our own sockets
+// there already left out by the caller).
+func planScan(t *fwdrule.Table, f side, tcp, udp *config.PortSet) []listenPlan {
 	var out []listenPlan
-	for i := range spec.Rules {
-		r := &spec.Rules[i]
-		if r.Auto {
+	for i := range t.Rules {
+		r := &t.Rules[i]
+		if !r.Scan() {
 			continue
 		}
-		addrs := bindAddrs(r, f)
-		for p := int(r.First); p <= int(r.Last); p++ {
-			for _, a := range addrs {
-				out = append(out, listenPlan{
-					Listen: sock.Listen{UDP: udp, V6: a.Is6(), Addr: a, Ifname: r.BindIf, Port: uint16(p)},
-					nsSide: f.isNS, toAddr: r.ToAddr.Unmap(),
-					toPort:  r.ToFirst + uint16(p-int(r.First)),
-					strict:  !r.Weak && r.First == r.Last,
-					anyAddr: !r.BindAddr.IsValid(),
-				})
-			}
+		set := tcp
+		if r.UDP() {
+			set = udp
 		}
-	}
-	return out
-}
-
-// planAuto lists the sockets auto forwarding wants while the ports in
-// listening are in use on the other side (own excluded by the caller).
-func planAuto(spec *config.PortSpec, udp bool, f side, listening *config.PortSet) []listenPlan {
-	if spec.Mode != config.PortsAuto {
-		return nil
-	}
-	var out []listenPlan
-	for i := range spec.Rules {
-		r := &spec.Rules[i]
-		if !r.Auto {
-			continue
-		}
-		addrs := bindAddrs(r, f)
+		var addrs []netip.Addr
 		for p := int(r.First); p <= int(r.Last); p++ {
-			port := uint16(p)
-			if !listening.Has(port) || !spec.AutoCandidate(port) {
+			if !set.Has(r.ToPort(uint16(p))) {
 				continue
 			}
-			for _, a := range addrs {
-				out = append(out, listenPlan{
-					Listen: sock.Listen{UDP: udp, V6: a.Is6(), Addr: a, Ifname: r.BindIf, Port: port},
-					nsSide: f.isNS, toPort: port, anyAddr: !r.BindAddr.IsValid()})
+			if addrs == nil {
+				addrs = bindAddrs(r, f)
 			}
+			out = planPort(out, r, addrs, f, uint16(p))
 		}
 	}
 	return out
+}
+
+// hasScan reports whether t has auto rules.
+func hasScan(t *fwdrule.Table) bool {
+	for i := range t.Rules {
+		if t.Rules[i].Scan() {
+			return true
+		}
+	}
+	return false
 }
 
 // ForwardError says that a port could not be forwarded.
@@ -178,15 +226,15 @@ func errText(err error) string {
 	return err.Error()
 }
 
-// bindFailureFatal reports whether failing to open p with err stops gopasta.
+// familyMissing reports a failure that says the machine lacks the
+// socket's family for an unscoped rule (no IPv6): not what the user asked
+// about, and nothing a retry would change.
+func familyMissing(p listenPlan, err error) bool {
+	return p.anyAddr && p.V6 && (errors.Is(err, unix.EAFNOSUPPORT) || errors.Is(err, unix.EADDRNOTAVAIL))
+}
+
+// bindFailureFatal reports whether failing to open p with err at start
+// stops gopasta.
 func bindFailureFatal(p listenPlan, err error) bool {
-	if !p.strict {
-		return false
-	}
-	// Any address in a family the machine does not have (no IPv6) is
-	// not what the user asked about.
-	if p.anyAddr && p.V6 && (errors.Is(err, unix.EAFNOSUPPORT) || errors.Is(err, unix.EADDRNOTAVAIL)) {
-		return false
-	}
-	return true
+	return p.strict && !familyMissing(p, err)
 }

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gopasta/gopasta/internal/config"
+	"github.com/gopasta/gopasta/internal/fwdrule"
 	"github.com/gopasta/gopasta/internal/sock"
 )
 
@@ -24,6 +25,44 @@ func planStrings(ps []listenPlan) []string {
 		out = append(out, s)
 	}
 	return out
+}
+
+// table converts one option's value into a table of the given side
+// (host unless f.isNS), as Start does.
+func table(t *testing.T, spec config.PortSpec, udp bool, f side) fwdrule.Table {
+	t.Helper()
+	var r Rules
+	none := config.PortSpec{Mode: config.PortsNone}
+	r.TCP, r.UDP, r.TCPNS, r.UDPNS = none, none, none, none
+	switch {
+	case f.isNS && udp:
+		r.UDPNS = spec
+	case f.isNS:
+		r.TCPNS = spec
+	case udp:
+		r.UDP = spec
+	default:
+		r.TCP = spec
+	}
+	ts, err := tablesFrom(&r, capsFor(f.v4, f.v6, false, false, true))
+	if err != nil {
+		t.Fatalf("converting %+v: %v", spec, err)
+	}
+	return ts[b2i(f.isNS)]
+}
+
+// planSpec is planStatic on a converted option value.
+func planSpec(t *testing.T, spec *config.PortSpec, udp bool, f side) []listenPlan {
+	t.Helper()
+	tb := table(t, *spec, udp, f)
+	return planStatic(&tb, f)
+}
+
+// planAutoSpec is planScan on a converted option value.
+func planAutoSpec(t *testing.T, spec *config.PortSpec, udp bool, f side, listening *config.PortSet) []listenPlan {
+	t.Helper()
+	tb := table(t, *spec, udp, f)
+	return planScan(&tb, f, listening, listening)
 }
 
 func mustSpec(t *testing.T, specs ...string) config.PortSpec {
@@ -76,7 +115,7 @@ func TestPlanStatic(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := mustSpec(t, tc.specs...)
-			got := planStatic(&spec, tc.udp, tc.f)
+			got := planSpec(t, &spec, tc.udp, tc.f)
 			if len(got) != tc.count {
 				t.Fatalf("got %d sockets, want %d (first: %v)", len(got), tc.count, planStrings(got[:min(4, len(got))]))
 			}
@@ -89,7 +128,7 @@ func TestPlanStatic(t *testing.T) {
 
 func TestPlanStaticExclusionSkipsPorts(t *testing.T) {
 	spec := mustSpec(t, "2000-5000,~3000-3010")
-	for _, p := range planStatic(&spec, false, side{v4: true}) {
+	for _, p := range planSpec(t, &spec, false, side{v4: true}) {
 		if p.Port >= 3000 && p.Port <= 3010 {
 			t.Fatalf("got a socket for excluded port %d", p.Port)
 		}
@@ -99,13 +138,13 @@ func TestPlanStaticExclusionSkipsPorts(t *testing.T) {
 func TestPlanUDPFromTCP(t *testing.T) {
 	tcp := mustSpec(t, "8080:80")
 	udp := config.MergeUDPFromTCP(tcp, config.PortSpec{})
-	got := planStrings(planStatic(&udp, true, side{v4: true}))
+	got := planStrings(planSpec(t, &udp, true, side{v4: true}))
 	// The copy keeps the port number (no translation) and is weak.
 	if want := []string{"UDP 0.0.0.0:8080->8080"}; !slices.Equal(got, want) {
 		t.Errorf("got %q, want %q", got, want)
 	}
 	none := config.MergeUDPFromTCP(tcp, mustSpec(t, "none"))
-	if got := planStatic(&none, true, side{v4: true}); len(got) != 0 {
+	if got := planSpec(t, &none, true, side{v4: true}); len(got) != 0 {
 		t.Errorf("got %d UDP sockets with -u none, want 0", len(got))
 	}
 }
@@ -129,7 +168,7 @@ func TestPlanAuto(t *testing.T) {
 	}
 	for _, tc := range tests {
 		spec := mustSpec(t, tc.specs...)
-		got := planStrings(planAuto(&spec, false, side{v4: true}, &listening))
+		got := planStrings(planAutoSpec(t, &spec, false, side{v4: true}, &listening))
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("%q: got %q, want %q", tc.specs, got, tc.want)
 		}

@@ -4,9 +4,17 @@
 //
 // # Theory of operation
 //
-// A rule set (Rules) is planned into sockets (plan.go: a pure function of
-// the rules and a few facts about each side) and every planned socket is
-// opened on its side and handed to the loop that serves it (route.go):
+// The command line's rules (Rules) become pasta's two forwarding tables at
+// start (tables.go): HOST (-t, -u) and SPLICE (-T, -U), 56-byte rules
+// with dual-stack, best-effort and auto flags. From then on the tables are
+// the one description of what is forwarded: the control socket reads them
+// and replaces them (Tables, Replace). The tables are planned into sockets
+// (plan.go: a pure function of the rules and a few facts about each side)
+// and the set of open sockets is kept in step with the plan (sync.go:
+// opened before the ones no longer wanted close, kept when a socket with
+// the same address, port and interface is planned again, a port that
+// cannot be bound retried every second). Every socket is handed to the
+// loop that serves it (route.go):
 //
 //   - Host listeners (-t, -u) go to the engine (fwd), which owns the TAP.
 //     A connection or datagram from a non-loopback peer becomes a flow
@@ -24,6 +32,10 @@
 //
 // Auto rules (auto.go) open and close listeners once a second to follow
 // the ports that listen on the other side, never mirroring gopasta's own.
+// Nothing here runs on a loop that carries traffic: listeners are added
+// to and removed from the engine and the splice forwarder through their
+// thread-safe listener APIs, and connections, once established, belong
+// to those loops, whatever happens to the rule that let them in.
 //
 // Two seams keep this testable without a namespace: Engine is the
 // engine's listener API, and Config.InNS runs a function on a thread inside
@@ -36,12 +48,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gopasta/gopasta/fwd"
 	"github.com/gopasta/gopasta/internal/config"
+	"github.com/gopasta/gopasta/internal/fwdrule"
 	"github.com/gopasta/gopasta/internal/sockdiag"
 	"github.com/gopasta/gopasta/splice"
 )
@@ -54,10 +67,14 @@ type Engine interface {
 	SetSpliceHook(fwd.SpliceHook)
 }
 
-// Rules are the four forwarding options, pasta's defaults applied.
+// Rules are the four forwarding options, pasta's defaults applied, as
+// the command line gave them; Start turns them into the tables.
 type Rules struct {
 	TCP, UDP     config.PortSpec // host to namespace (-t, -u)
 	TCPNS, UDPNS config.PortSpec // namespace to host (-T, -U)
+	// NoTCP, NoUDP (--no-tcp, --no-udp): the tables cannot hold rules
+	// of the protocol, not even through the control socket.
+	NoTCP, NoUDP bool
 }
 
 // RulesFrom applies pasta's defaults to the command line's port options:
@@ -68,6 +85,7 @@ func RulesFrom(cfg *config.Config) Rules {
 		TCP: defaultSpec(cfg.TCPPorts), TCPNS: defaultSpec(cfg.TCPNSPorts),
 		UDP:   config.MergeUDPFromTCP(cfg.TCPPorts, cfg.UDPPorts),
 		UDPNS: config.MergeUDPFromTCP(cfg.TCPNSPorts, cfg.UDPNSPorts),
+		NoTCP: cfg.NoTCP, NoUDP: cfg.NoUDP,
 	}
 	none := config.PortSpec{Mode: config.PortsNone}
 	if cfg.NoTCP {
@@ -85,15 +103,6 @@ func defaultSpec(s config.PortSpec) config.PortSpec {
 		return config.DefaultPortSpec()
 	}
 	return s
-}
-
-func (r *Rules) auto() bool {
-	for _, s := range []*config.PortSpec{&r.TCP, &r.UDP, &r.TCPNS, &r.UDPNS} {
-		if s.Mode == config.PortsAuto {
-			return true
-		}
-	}
-	return false
 }
 
 // Config is what a Forwarder needs from the rest of the run.
@@ -123,44 +132,55 @@ type Config struct {
 	Listening func(nsSide bool) (tcp, udp config.PortSet, err error)
 }
 
-// autoInterval is how often auto forwarding rescans; pasta's period.
+// autoInterval is how often auto forwarding rescans and ports that could
+// not be bound are retried; pasta's period.
 const autoInterval = time.Second
+
+// ErrClosed is returned by Replace after Close.
+var ErrClosed = errors.New("portfwd: closed")
 
 // Forwarder is the running port forwarding.
 type Forwarder struct {
-	cfg Config
-	log *slog.Logger
-	sp  *splice.Forwarder
+	cfg  Config
+	log  *slog.Logger
+	sp   *splice.Forwarder
+	caps fwdrule.Caps
 	// host and ns describe the two sides for planning.
 	host, ns side
 
 	slow chan fwd.SpliceConn // loopback peers the engine's thread could not finish
-	pool *nsSockPool         // nil: every namespace socket is made on the namespace thread
-	// inet_diag sockets of each side for auto scanning; nil: /proc tables.
+	// pool: namespace sockets for spliced connections, made once a host
+	// TCP listener needs them; nil: every one is made on the namespace
+	// thread.
+	pool atomic.Pointer[nsSockPool]
+	// inet_diag sockets of each side for auto scanning, opened at the
+	// first scan; nil: /proc tables.
 	diagHost, diagNS *sockdiag.Conn
+	diagOpened       bool
 	stop             chan struct{}
 	wg               sync.WaitGroup
 
+	// opMu serialises changes to the socket set (apply, tick): they
+	// open sockets and may take a while; mu is held only briefly.
+	opMu sync.Mutex
+	set  sockSet // guarded by opMu
+
 	mu     sync.Mutex
-	auto   map[autoKey][]closer // auto listeners by (side, proto, port)
-	static []closer
+	tables [2]fwdrule.Table // in force, HOST and SPLICE
 	// Ports we listen on, per side and protocol, so auto forwarding does
 	// not mirror our own sockets back.
 	ownHost, ownNS [2]config.PortSet
 	closed         bool
 }
 
-type autoKey struct {
-	nsSide, udp bool
-	port        uint16
-}
-
 // closer ends one listener.
 type closer func()
 
-// Start opens every static listener (failing on a strict one that cannot be
-// bound), starts the splice forwarder, installs the engine's splice hook
-// and starts auto scanning. The listeners are open when it returns.
+// Start converts the rules into the tables, opens every listener they ask
+// for (failing on a strict one that cannot be bound), starts the splice
+// forwarder, installs the engine's splice hook and starts the once-a-second
+// loop of auto scanning and bind retries. The listeners are open when it
+// returns.
 func Start(ctx context.Context, cfg Config) (*Forwarder, error) {
 	log := cfg.Logger
 	if log == nil {
@@ -169,13 +189,22 @@ func Start(ctx context.Context, cfg Config) (*Forwarder, error) {
 	if cfg.InNS == nil {
 		return nil, errors.New("portfwd: Config.InNS is required")
 	}
+	r := &cfg.Rules
+	caps := capsFor(cfg.IPv4, cfg.IPv6, r.NoTCP, r.NoUDP, ifnameWorks())
+	tables, err := tablesFrom(r, caps)
+	if err != nil {
+		return nil, err
+	}
 	pf := &Forwarder{
-		cfg: cfg, log: log,
+		cfg: cfg, log: log, caps: caps,
 		host: side{v4: cfg.IPv4, v6: cfg.IPv6, loopbackOnly: cfg.SpliceOnly},
 		ns:   side{v4: cfg.IPv4, v6: cfg.IPv6, loopbackOnly: true, isNS: true},
 		slow: make(chan fwd.SpliceConn, 1024),
 		stop: make(chan struct{}),
-		auto: map[autoKey][]closer{},
+		set:  newSockSet(),
+	}
+	for i := range pf.tables {
+		pf.tables[i] = fwdrule.Table{Pif: tablePifs[i], Caps: caps}
 	}
 	sp, err := splice.NewForwarder(splice.Options{Logger: log})
 	if err != nil {
@@ -193,41 +222,16 @@ func Start(ctx context.Context, cfg Config) (*Forwarder, error) {
 		defer pf.wg.Done()
 		pf.slowPath()
 	}()
-	r := &pf.cfg.Rules
-	if !cfg.NoSplice && (r.TCP.Mode != config.PortsNone || cfg.SpliceOnly) {
-		pf.pool = newNSSockPool(cfg.InNS, cfg.IPv4, cfg.IPv6)
-	}
 	if cfg.Engine != nil && !cfg.NoSplice {
 		cfg.Engine.SetSpliceHook(pf.spliceHook)
 	}
-
-	var weak weakFailures
-	for _, s := range []struct {
-		ns   bool
-		spec *config.PortSpec
-		udp  bool
-	}{{false, &r.TCP, false}, {false, &r.UDP, true}, {true, &r.TCPNS, false}, {true, &r.UDPNS, true}} {
-		for _, p := range planStatic(s.spec, s.udp, pf.side(s.ns)) {
-			c, err := pf.open(p)
-			if err != nil {
-				if bindFailureFatal(p, err) {
-					pf.Close()
-					return nil, err
-				}
-				weak.add(p, err)
-				continue
-			}
-			pf.static = append(pf.static, c)
-		}
+	// Auto listeners are planned before the command starts, as pasta.
+	if err := pf.apply(tables, true); err != nil {
+		pf.Close()
+		return nil, err
 	}
-	weak.log(log)
-
-	if r.auto() {
-		pf.openDiag()
-		pf.scan() // before the command starts, as pasta
-		pf.wg.Add(1)
-		go pf.autoLoop(ctx)
-	}
+	pf.wg.Add(1)
+	go pf.loop(ctx)
 	return pf, nil
 }
 
@@ -236,31 +240,6 @@ func (pf *Forwarder) side(ns bool) side {
 		return pf.ns
 	}
 	return pf.host
-}
-
-// weakFailures collects ports of ranges, all and auto that could not be
-// bound, so thousands of them make a few log lines, not thousands.
-type weakFailures struct {
-	byErr map[string][]string
-}
-
-func (w *weakFailures) add(p listenPlan, err error) {
-	if w.byErr == nil {
-		w.byErr = map[string][]string{}
-	}
-	k := errText(err)
-	w.byErr[k] = append(w.byErr[k], p.String())
-}
-
-func (w *weakFailures) log(log *slog.Logger) {
-	for why, ps := range w.byErr {
-		shown := ps
-		if len(shown) > 8 {
-			shown = shown[:8]
-		}
-		log.Warn("cannot forward some ports, going on without them",
-			"reason", why, "count", len(ps), "ports", strings.Join(shown, ", "))
-	}
 }
 
 // Close ends every listener and the splice forwarder (with its
@@ -272,22 +251,19 @@ func (pf *Forwarder) Close() {
 		return
 	}
 	pf.closed = true
-	static, auto := pf.static, pf.auto
-	pf.static, pf.auto = nil, nil
 	pf.mu.Unlock()
 	close(pf.stop)
-	for _, c := range static {
-		c()
-	}
-	for _, cs := range auto {
-		for _, c := range cs {
-			c()
-		}
+	pf.opMu.Lock() // wait for an update or a scan in progress
+	socks := pf.set.socks
+	pf.set.socks = map[sockKey]*lsock{}
+	pf.opMu.Unlock()
+	for _, s := range socks {
+		s.close()
 	}
 	pf.sp.Close()
 	pf.wg.Wait()
-	if pf.pool != nil {
-		pf.pool.Close()
+	if p := pf.pool.Load(); p != nil {
+		p.Close()
 	}
 	for _, c := range []*sockdiag.Conn{pf.diagHost, pf.diagNS} {
 		if c != nil {

@@ -49,29 +49,15 @@ func (pf *Forwarder) spliceTarget(v6 bool, toAddr netip.Addr, port uint16) netip
 	return netip.AddrPortFrom(a, port)
 }
 
-// open binds p on its side and hands it to the loop that serves it: the
-// engine for host listeners (TAP, with the splice hook for loopback peers),
-// the splice forwarder for the namespace's listeners and for every
-// listener with --splice-only.
-func (pf *Forwarder) open(p listenPlan) (closer, error) {
-	var fd int
-	var err error
-	if p.nsSide {
-		err = pf.cfg.InNS(func() error {
-			fd, err = p.Open()
-			return err
-		})
-	} else {
-		p.Freebind = pf.cfg.Freebind
-		fd, err = p.Open()
+// register hands fd, bound as p says, to the loop that serves it: the
+// engine for host listeners (TAP, with the splice hook for loopback
+// peers), the splice forwarder for the namespace's listeners and for every
+// listener with --splice-only. The returned closer unregisters and closes
+// it; on error fd is closed.
+func (pf *Forwarder) register(p listenPlan, fd int) (closer, error) {
+	if !p.nsSide && !p.UDP && !pf.cfg.NoSplice {
+		pf.ensurePool()
 	}
-	if err != nil {
-		return nil, p.err(err)
-	}
-	pf.mu.Lock()
-	pf.own(p.nsSide)[b2i(p.UDP)].Add(p.Port)
-	pf.mu.Unlock()
-
 	if !p.nsSide && pf.cfg.Engine != nil {
 		id, err := pf.cfg.Engine.AddListener(fwd.Listener{
 			Fd: fd, UDP: p.UDP, V6: p.V6, Local: netip.AddrPortFrom(p.Addr, p.Port),
@@ -79,7 +65,7 @@ func (pf *Forwarder) open(p listenPlan) (closer, error) {
 			Splice: !pf.cfg.NoSplice,
 		})
 		if err != nil {
-			return nil, p.err(err)
+			return nil, err
 		}
 		return func() { pf.cfg.Engine.RemoveListener(id) }, nil
 	}
@@ -94,6 +80,7 @@ func (pf *Forwarder) open(p listenPlan) (closer, error) {
 	}
 	dial := func() (int, error) { return pf.dial(!p.nsSide, p.UDP, dst) }
 	var id splice.ListenerID
+	var err error
 	if p.UDP {
 		l := splice.UDPListener{Fd: fd, V6: p.V6, Local: netip.AddrPortFrom(p.Addr, p.Port), Ifname: p.Ifname, Dial: dial}
 		if p.nsSide {
@@ -111,9 +98,17 @@ func (pf *Forwarder) open(p listenPlan) (closer, error) {
 		id, err = pf.sp.AddTCPListener(splice.TCPListener{Fd: fd, Dial: dial})
 	}
 	if err != nil {
-		return nil, p.err(err)
+		return nil, err
 	}
 	return func() { pf.sp.RemoveListener(id) }, nil
+}
+
+// ensurePool makes the pool of namespace sockets for spliced host
+// connections, once a host TCP listener may need it.
+func (pf *Forwarder) ensurePool() {
+	if pf.pool.Load() == nil {
+		pf.pool.Store(newNSSockPool(pf.cfg.InNS, pf.cfg.IPv4, pf.cfg.IPv6))
+	}
 }
 
 func (pf *Forwarder) own(nsSide bool) *[2]config.PortSet {
@@ -138,8 +133,8 @@ func (pf *Forwarder) dial(intoNS, udp bool, dst netip.AddrPort) (int, error) {
 	if !intoNS {
 		return sock.Dial(udp, dst)
 	}
-	if !udp && pf.pool != nil {
-		if fd, ok, err := pf.pool.dial(dst); ok {
+	if pool := pf.pool.Load(); !udp && pool != nil {
+		if fd, ok, err := pool.dial(dst); ok {
 			return fd, err
 		}
 	}
@@ -156,9 +151,9 @@ func (pf *Forwarder) dial(intoNS, udp bool, dst netip.AddrPort) (int, error) {
 // socket can serve is connected and handed to the splice forwarder right
 // here, as pasta does; the rest (UDP, an empty pool) goes to slowPath.
 func (pf *Forwarder) spliceHook(c *fwd.SpliceConn) bool {
-	if !c.UDP && pf.pool != nil {
+	if pool := pf.pool.Load(); !c.UDP && pool != nil {
 		dst := pf.spliceTarget(c.V6, c.ToAddr, c.ToPort)
-		if fd, ok, err := pf.pool.dial(dst); ok {
+		if fd, ok, err := pool.dial(dst); ok {
 			if err != nil {
 				pf.log.Debug("splice: cannot reach the namespace", "dst", dst, "err", err)
 				return false
