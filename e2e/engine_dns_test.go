@@ -33,7 +33,12 @@ func dnsCmd(server string) string {
 // is fine whatever identity gopasta runs as: this is the "host resolver").
 func startResolver(t *testing.T, h *nstest.Host, addrs ...string) *dnstest.Server {
 	t.Helper()
-	s := &dnstest.Server{Name: dnsName, A: netip.MustParseAddr(dnsA), AAAA: netip.MustParseAddr(dnsAAAA)}
+	return serveResolver(t, h, &dnstest.Server{Name: dnsName, A: netip.MustParseAddr(dnsA), AAAA: netip.MustParseAddr(dnsAAAA)}, addrs...)
+}
+
+// serveResolver is startResolver with the caller's server (its answers).
+func serveResolver(t *testing.T, h *nstest.Host, s *dnstest.Server, addrs ...string) *dnstest.Server {
+	t.Helper()
 	for _, a := range addrs {
 		hp := a + ":53"
 		n4 := "4"

@@ -466,6 +466,8 @@ type peer struct {
 //	listen ADDR              serves serveConn on ADDR until unlisten
 //	unlisten ADDR            closes that listener
 //	udpecho ADDR...          UDP echo servers on each ADDR
+//	udpbursts ADDR N         N bursts ending in an empty datagram (udpBursts)
+//	udpsink ADDR             a burst sink (serveUDPSink) on ADDR
 //	waitput ADDR MS          retries a small put for up to MS ms; the result is
 //	                         how many ms it took
 //	waitrefused ADDR MS      waits up to MS ms for connections to be refused;
@@ -543,6 +545,15 @@ func (p *peer) command(f []string) (string, error) {
 		}
 		delete(p.listeners, arg(1))
 		return "", l.Close()
+	case "udpbursts":
+		return "", udpBursts(func() (net.Conn, error) { return dialRetry("udp", arg(1)) }, int(num(2)))
+	case "udpsink":
+		pc, err := net.ListenPacket("udp", arg(1))
+		if err != nil {
+			return "", err
+		}
+		go serveUDPSink(pc)
+		return "", nil
 	case "udpecho":
 		for _, a := range f[1:] {
 			pc, err := net.ListenPacket("udp", a)
