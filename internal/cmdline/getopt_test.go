@@ -22,7 +22,9 @@ func TestGetopt(t *testing.T) {
 		{"--mtu=1500", "--mtu=1500", ""},
 		{"--mtu= x", "--mtu=", "x"},
 		{"-t -1", "--tcp-ports=-1", ""}, // a required value is taken even if it looks like an option
-		{"--conf", "--config-net", ""},
+		{"--confi", "--config-net", ""}, // "--conf" is ambiguous since --conf-path, as in pasta
+		{"--conf-p /tmp/s", "--conf-path=/tmp/s", ""},
+		{"-c/tmp/s", "--conf-path=/tmp/s", ""},
 		{"--tcp-p 22", "--tcp-ports=22", ""},
 		{"-46", "--ipv4-only --ipv6-only", ""},
 		{"sh -c x", "", "sh -c x"},

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -187,6 +188,8 @@ func TestNamespaces(t *testing.T) {
 // TestOptions: every option's accepted spellings and values.
 func TestOptions(t *testing.T) {
 	logFile := filepath.Join(t.TempDir(), "log")
+	confPath := filepath.Join(t.TempDir(), "ctl")
+	staleSock := staleSocket(t) // replaced at start, so accepted
 	tests := []struct {
 		args  string
 		check func(c *config.Config) (got, want any)
@@ -212,6 +215,9 @@ func TestOptions(t *testing.T) {
 		{"-p /tmp/x.pcap", func(c *config.Config) (any, any) { return c.PcapFile, "/tmp/x.pcap" }},
 		{"--pcap=/tmp/x.pcap", func(c *config.Config) (any, any) { return c.PcapFile, "/tmp/x.pcap" }},
 		{"-P /tmp/x.pid", func(c *config.Config) (any, any) { return c.PidFile, "/tmp/x.pid" }},
+		{"-c " + confPath, func(c *config.Config) (any, any) { return c.ConfPath, confPath }},
+		{"--conf-path=" + confPath, func(c *config.Config) (any, any) { return c.ConfPath, confPath }},
+		{"-c " + staleSock, func(c *config.Config) (any, any) { return c.ConfPath, staleSock }},
 		{"-m 1500", func(c *config.Config) (any, any) { return c.MTU, 1500 }},
 		{"-m1500", func(c *config.Config) (any, any) { return c.MTU, 1500 }},
 		{"-m 0", func(c *config.Config) (any, any) { return c.MTU, 0 }},
@@ -314,11 +320,37 @@ func TestOptions(t *testing.T) {
 
 // TestBadInput: every option's error path gives exit status 1, exactly one
 // line on stderr naming the option or the problem, and nothing on stdout.
+// staleSocket is a socket file no one listens on, as a killed run leaves.
+func staleSocket(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "stale")
+	l, err := net.Listen("unix", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	l.Close()
+	return p
+}
+
+// liveSocket is a socket file something listens on.
+func liveSocket(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "live")
+	l, err := net.Listen("unix", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return p
+}
+
 func TestBadInput(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "f")
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	live := liveSocket(t)
 	tests := []struct {
 		args string
 		want string // substring of the stderr line
@@ -402,6 +434,11 @@ func TestBadInput(t *testing.T) {
 		{"--no-copy-addrs", "--no-copy-addrs needs --config-net"},
 		{"--no-splice --splice-only", "cannot be used together"},
 		{"--vhost maybe", `invalid --vhost value "maybe": must be auto, on or off`},
+		{"-c ''", `invalid --conf-path value "": invalid configuration path (1 to 107 bytes)`},
+		{"-c /tmp/" + strings.Repeat("s", 103), `invalid --conf-path value "/tmp/sss`}, // 108 bytes
+		{"--conf-path /nonexistent/gopasta-cmdline/ctl", `invalid --conf-path value "/nonexistent/gopasta-cmdline/ctl": cannot use directory /nonexistent/gopasta-cmdline: no such file or directory`},
+		{"-c " + live, `invalid --conf-path value "` + live + `": already in use`},
+		{"-c " + file, "exists and is not a socket"},
 		{"--netns /nonexistent/gopasta-cmdline", `invalid --netns value "/nonexistent/gopasta-cmdline": no such file`},
 		{"--netns gopasta-cmdline-no-such-ns", `invalid --netns value "gopasta-cmdline-no-such-ns": no such file (/run/netns/gopasta-cmdline-no-such-ns)`},
 		{"--netns foo/bar", `invalid --netns value "foo/bar": no such file`},
@@ -525,12 +562,12 @@ func TestFlagsMatchDocs(t *testing.T) {
 		}
 		longs[d.Long] = true
 	}
-	for _, s := range strings.Split("d q f e l p P m a n M g i o D S 4 6 t u T U I H", " ") {
+	for _, s := range strings.Split("d q f e l p P c m a n M g i o D S 4 6 t u T U I H", " ") {
 		if !shorts[s] {
 			t.Errorf("short option -%s missing", s)
 		}
 	}
-	for _, l := range strings.Fields(`debug trace stats quiet foreground stderr log-file log-size runas pcap pid version
+	for _, l := range strings.Fields(`debug trace stats quiet foreground stderr log-file log-size runas pcap pid conf-path version
 		mtu address netmask mac-addr gateway interface outbound outbound-if4 outbound-if6 hostname fqdn
 		dns dns-forward dns-host search dhcp-dns no-dhcp-dns dhcp-search no-dhcp-search
 		no-tcp no-udp no-icmp no-dhcp no-ndp no-dhcpv6 no-ra freebind ipv4-only ipv6-only

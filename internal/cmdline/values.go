@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gopasta/gopasta/internal/config"
+	"github.com/gopasta/gopasta/internal/ctlsock"
 )
 
 // MTU limits. The tap driver refuses more than 65535 minus the Ethernet
@@ -253,6 +254,21 @@ func checkPath(opt, s string) error {
 		return badValue(opt, s, "path too long")
 	}
 	return nil
+}
+
+// parseConfPath checks -c/--conf-path as pasta does (1 to 107 bytes, used
+// verbatim), and now rather than at start: its directory must exist and
+// nothing may listen there yet (a stale socket is replaced at start).
+func parseConfPath(s string) (string, error) {
+	if err := ctlsock.CheckPath(s); err != nil {
+		reason := err.Error()
+		var pe *ctlsock.PathError
+		if errors.As(err, &pe) {
+			reason = pe.Reason
+		}
+		return "", &OptionError{Option: "--conf-path", Value: s, Reason: reason, Err: err}
+	}
+	return s, nil
 }
 
 // nsFile resolves a namespace file and requires that it exists now, so a

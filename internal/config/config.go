@@ -19,6 +19,10 @@ const (
 	// ModeAttach joins an existing network namespace, given by PID or by
 	// --netns, and goes to the background once ready unless Foreground.
 	ModeAttach
+	// ModeOCIHook (--oci-hook) reads an OCI runtime's container state on
+	// standard input and then runs as ModeAttach on the container's PID,
+	// with the options of its annotation added (cmdline.HookAttach).
+	ModeOCIHook
 )
 
 // VhostMode is the --vhost setting.
@@ -60,6 +64,9 @@ type Config struct {
 	PidFile    string
 	PcapFile   string
 	RunAs      *RunAs // nil unless --runas
+	// ConfPath is -c/--conf-path: the control socket through which pesto
+	// reads and replaces the forwarding rules at run time; "" = none.
+	ConfPath string
 
 	// Addresses. MTU -1 means "not given" (65520 applies), 0 means leave the
 	// kernel's default alone.

@@ -173,8 +173,12 @@ type Server struct {
 	log *slog.Logger
 	lim *logging.Limiter
 	ln  *net.UnixListener
-	dev uint64 // the socket file, to remove it only if it is still ours
-	ino uint64
+	// The socket file, to remove it at Close only if it is still ours:
+	// its directory (opened at Start, so removal works whatever happens
+	// to the file system view later), name, device and inode.
+	dirfd    int
+	base     string
+	dev, ino uint64
 
 	wg     sync.WaitGroup
 	mu     sync.Mutex
@@ -230,11 +234,17 @@ func (s *Server) listen() error {
 			return fail("removing the stale socket", err)
 		}
 	}
+	dirfd, err := unix.Open(filepath.Dir(path), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fail("opening its directory", err)
+	}
 	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: path}); err != nil {
+		unix.Close(dirfd)
 		return fail("bind", err)
 	}
+	s.dirfd, s.base = dirfd, filepath.Base(path)
 	var st unix.Stat_t
-	if err := unix.Stat(path, &st); err == nil {
+	if err := unix.Fstatat(dirfd, s.base, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil {
 		s.dev, s.ino = st.Dev, st.Ino
 	}
 	if err := unix.Listen(fd, Backlog); err != nil {
@@ -252,12 +262,34 @@ func (s *Server) listen() error {
 	return nil
 }
 
-// remove deletes the socket file if it is still the one we bound.
+// remove deletes the socket file if it is still the one we bound, and
+// closes its directory.
 func (s *Server) remove() {
 	var st unix.Stat_t
-	if err := unix.Lstat(s.o.Path, &st); err == nil && st.Dev == s.dev && st.Ino == s.ino {
-		unix.Unlink(s.o.Path)
+	if err := unix.Fstatat(s.dirfd, s.base, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil && st.Dev == s.dev && st.Ino == s.ino {
+		if err := unix.Unlinkat(s.dirfd, s.base, 0); err != nil {
+			s.log.Debug("control socket not removed", "path", s.o.Path, "err", errText(err))
+		}
 	}
+	unix.Close(s.dirfd)
+}
+
+// DirFD is the descriptor of the socket file's directory, through which
+// Close removes it (unlinkat and fstatat of one name): what a sandbox
+// must still allow at exit.
+func (s *Server) DirFD() int { return s.dirfd }
+
+// Serve is Start as a run needs it: nothing when path is empty, else the
+// server; stop closes it (and removes the socket file).
+func Serve(path string, t Tables, log *slog.Logger) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	s, err := Start(Options{Path: path, Tables: t, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	return s.Close, nil
 }
 
 // Close stops serving (a client being served is cut off; its update, if

@@ -14,6 +14,7 @@ import (
 	"github.com/gopasta/gopasta/fwd"
 	"github.com/gopasta/gopasta/internal/cmdline"
 	"github.com/gopasta/gopasta/internal/config"
+	"github.com/gopasta/gopasta/internal/ctlsock"
 	"github.com/gopasta/gopasta/internal/logging"
 	"github.com/gopasta/gopasta/internal/portfwd"
 	"github.com/gopasta/gopasta/ns"
@@ -187,6 +188,12 @@ func Run(cfg *config.Config) (int, error) {
 		return fail(err)
 	}
 	defer pf.Close()
+	// -c: the control socket, for pesto to read and replace pf's rules.
+	stopCtl, err := ctlsock.Serve(cfg.ConfPath, pf, log)
+	if err != nil {
+		return fail(err)
+	}
+	defer stopCtl()
 
 	if cfg.PidFile != "" {
 		if err := os.WriteFile(cfg.PidFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
