@@ -6,12 +6,18 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 
+	"github.com/gopasta/gopasta/internal/pesto"
 	"github.com/gopasta/gopasta/internal/run"
 )
 
 //go:generate go run ./man/gen -o man/gopasta.1
 
 func main() {
+	// Run as pesto (ln -s gopasta pesto): the control socket's client.
+	if filepath.Base(os.Args[0]) == "pesto" {
+		os.Exit(pesto.Main(os.Args, os.Stdout, os.Stderr))
+	}
 	os.Exit(run.Main(os.Args))
 }
