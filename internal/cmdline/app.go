@@ -25,14 +25,17 @@ type RunFunc func(*config.Config) (int, error)
 
 const usageText = `gopasta [OPTION]... [COMMAND [ARG]...]
 gopasta [OPTION]... PID
-gopasta [OPTION]... --netns PATH|NAME`
+gopasta [OPTION]... --netns PATH|NAME
+gopasta [OPTION]... --oci-hook`
 
 const description = `gopasta gives a process its own network without privileges, as pasta does.
 Without PID or --netns, it runs COMMAND (default: $SHELL, else /bin/sh) in new
 user, network, UTS, IPC, mount and PID namespaces and exits with its status.
 With PID or --netns, it joins that network namespace, goes to the background
-once ready (unless -f) and quits when the namespace goes away. Option parsing
-stops at the first argument that is not an option.
+once ready (unless -f) and quits when the namespace goes away. With --oci-hook,
+an OCI runtime (runc, crun, podman's hooks.d) runs it as a hook, and it does
+the same for the container whose state it reads on standard input (OCI HOOK).
+Option parsing stops at the first argument that is not an option.
 Run under the name pesto (the same binary, e.g. through a symbolic link), it
 is the client of a --conf-path control socket, for gopasta or pasta alike:
 "pesto PATH" lists the forwarding rules in force, and -t, -u, -T, -U (after

@@ -352,6 +352,9 @@ func buildPorts(c *cli.Context, cfg *config.Config) error {
 // no arguments; a single all-digits argument is a PID; anything else is the
 // command to run.
 func buildTarget(c *cli.Context, cfg *config.Config, pos []string) error {
+	if c.Bool("oci-hook") {
+		return buildHook(c, cfg, pos) // hook.go
+	}
 	netns, userns := c.String("netns"), c.String("userns")
 	cfg.NoNetNSQuit = c.Bool("no-netns-quit")
 	cfg.NetNSOnly = c.Bool("netns-only")

@@ -112,6 +112,7 @@ func flags() []cli.Flag {
 		stringFlag(catNamespace, "netns", "", "Network namespace to join: a `PATH|NAME`, NAME meaning /run/netns/NAME", ""),
 		boolFlag(catNamespace, "netns-only", "", "Join only the network namespace, not a user namespace (implied by --netns without --userns)"),
 		boolFlag(catNamespace, "no-netns-quit", "", "Keep running when the target namespace goes away"),
+		boolFlag(catNamespace, "oci-hook", "", "Run as an OCI runtime hook (createRuntime or prestart): read the container's state from standard input and attach to its PID, adding the options in its io.gopasta.args annotation"),
 		boolFlag(catNamespace, "config-net", "", "Configure addresses, routes and link state in the namespace"),
 		boolFlag(catNamespace, "no-copy-routes", "", "Deprecated: with --config-net, set up only the default route"),
 		boolFlag(catNamespace, "no-copy-addrs", "", "Deprecated: with --config-net, set up only one address"),

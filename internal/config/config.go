@@ -19,6 +19,10 @@ const (
 	// ModeAttach joins an existing network namespace, given by PID or by
 	// --netns, and goes to the background once ready unless Foreground.
 	ModeAttach
+	// ModeOCIHook (--oci-hook) reads an OCI runtime's container state on
+	// standard input and then runs as ModeAttach on the container's PID,
+	// with the options of its annotation added (cmdline.HookAttach).
+	ModeOCIHook
 )
 
 // VhostMode is the --vhost setting.

@@ -34,6 +34,9 @@ func Main(args []string) int {
 // Run carries out a validated configuration and returns the exit status:
 // the command's in spawn mode, 0 in attach mode once the namespace is gone.
 func Run(cfg *config.Config) (int, error) {
+	if cfg.Mode == config.ModeOCIHook {
+		return runHook(os.Stdin) // hook.go: becomes an attach run
+	}
 	// Joining a network namespace takes CAP_SYS_ADMIN in our own user
 	// namespace. Without it, run again as root of a user namespace: a new
 	// one that will own the spawned namespaces, or the target's own.
