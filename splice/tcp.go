@@ -35,9 +35,13 @@ type tcpDir struct {
 
 // AddTCP takes ownership of two connected (or connecting) TCP sockets, one
 // per namespace, and splices between them until both directions have ended.
-// It sets O_NONBLOCK, TCP_NODELAY and TCP_QUICKACK. On error both sockets
-// are closed with a reset, so the peer that is already connected learns at
-// once that forwarding failed.
+// Both must be non-blocking, with TCP_NODELAY (spliced traffic should not
+// wait for Nagle: the peers already decided how to batch): sock.Dial's
+// sockets have both, and so do connections accepted with sock.Acceptor
+// from sock.Listen's listeners. AddTCP makes no system call on them, which
+// is most of what a spliced connection costs to set up. On error both
+// sockets are closed with a reset, so the peer that is already connected
+// learns at once that forwarding failed.
 func (f *Forwarder) AddTCP(a, b int) error {
 	if err := f.addTCP(a, b); err != nil {
 		sock.Abort(a)
@@ -82,11 +86,6 @@ func (f *Forwarder) admitTCP(a, b int) (pendingAdd, error) {
 	if a < 0 || b < 0 || a == b {
 		return pendingAdd{}, &SocketError{Op: "add", Fd: b, Err: unix.EBADF}
 	}
-	for _, fd := range [2]int{a, b} {
-		if err := prepareTCP(fd); err != nil {
-			return pendingAdd{}, err
-		}
-	}
 	if n := f.reservedTCP.Add(1); n > int64(f.opts.MaxTCP) {
 		f.reservedTCP.Add(-1)
 		return pendingAdd{}, &LimitError{What: "tcp connections", Limit: f.opts.MaxTCP}
@@ -103,26 +102,6 @@ func (f *Forwarder) admitTCP(a, b int) (pendingAdd, error) {
 		return pendingAdd{}, err
 	}
 	return pendingAdd{kind: kindTCP, fd: [2]int{a, b}, pipes: [2]*pipe{p0, p1}}, nil
-}
-
-func prepareTCP(fd int) error {
-	typ, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TYPE)
-	if err != nil {
-		return &SocketError{Op: "SO_TYPE", Fd: fd, Err: err}
-	}
-	if typ != unix.SOCK_STREAM {
-		return &SocketError{Op: "check type", Fd: fd, Err: unix.EPROTOTYPE}
-	}
-	if err := unix.SetNonblock(fd, true); err != nil {
-		return &SocketError{Op: "O_NONBLOCK", Fd: fd, Err: err}
-	}
-	// Spliced loopback traffic should not wait for Nagle or delayed ACKs:
-	// the peers already decided how to batch.
-	if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1); err != nil {
-		return &SocketError{Op: "TCP_NODELAY", Fd: fd, Err: err}
-	}
-	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_QUICKACK, 1)
-	return nil
 }
 
 func (f *Forwarder) startTCP(p *pendingAdd) {
@@ -267,9 +246,8 @@ func (f *Forwarder) tcpMove(c *tcpConn, i int) (more, ok bool) {
 func (f *Forwarder) tcpClose(slot int, abort bool) {
 	c := &f.tcp[slot]
 	for side := 0; side < 2; side++ {
-		// Explicit removal: a dup of the fd elsewhere would keep the
-		// registration alive past close.
-		_ = unix.EpollCtl(f.epfd, unix.EPOLL_CTL_DEL, c.fd[side], nil)
+		// close removes the socket from epoll: nothing else holds a
+		// duplicate of a descriptor the forwarder owns.
 		if abort {
 			sock.Abort(c.fd[side])
 		} else {

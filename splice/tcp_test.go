@@ -338,8 +338,8 @@ func TestAddErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	var se *SocketError
-	if err := r.f.AddTCP(tcp, udp); !errors.As(err, &se) || !errors.Is(err, unix.EPROTOTYPE) {
-		t.Errorf("AddTCP(tcp, udp): got %v, want SocketError wrapping EPROTOTYPE", err)
+	if err := r.f.AddUDP(udp, tcp); !errors.As(err, &se) || !errors.Is(err, unix.EPROTOTYPE) {
+		t.Errorf("AddUDP(udp, tcp): got %v, want SocketError wrapping EPROTOTYPE", err)
 	}
 	if err := r.f.AddTCP(devnull, devnull); !errors.As(err, &se) {
 		t.Errorf("AddTCP(same fd twice): got %v, want SocketError", err)

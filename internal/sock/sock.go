@@ -148,7 +148,8 @@ type Listen struct {
 // Open creates, binds and (for TCP) listens on l's socket, non-blocking.
 // Both protocols get SO_REUSEADDR: TCP to rebind a port whose connections
 // are in TIME_WAIT, UDP because per-peer reply sockets (Reply) bind the
-// same address and port.
+// same address and port. TCP listeners get TCP_NODELAY, which the
+// connections they accept inherit: forwarded bytes go out as they come.
 func (l Listen) Open() (int, error) {
 	typ := unix.SOCK_STREAM
 	if l.UDP {
@@ -183,6 +184,7 @@ func (l Listen) Open() (int, error) {
 		return fail(err)
 	}
 	if !l.UDP {
+		_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
 		if err := unix.Listen(fd, unix.SOMAXCONN); err != nil {
 			return fail(err)
 		}
