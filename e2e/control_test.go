@@ -528,3 +528,66 @@ func kib(steps []int64) []int64 {
 	}
 	return out
 }
+
+// TestControlModes: -c in attach mode (by PID, in the background) and
+// with --splice-only; a second gopasta on a live socket refused as
+// "already in use"; the socket a killed gopasta left behind replaced by
+// the next one; the option's errors, each a one-line message and exit 1.
+func TestControlModes(t *testing.T) {
+	for _, u := range nstest.Users() {
+		t.Run(u.Name, func(t *testing.T) {
+			e := newEnv(t, u, hostSetup{peers: true})
+			c := newCtl(t, e)
+			const p = 18371
+
+			// Attach mode.
+			sl := e.startSleeper(t)
+			d := e.attachDaemon(t, sl.PID(), "--config-net", "-c", c.sock, "-t", strconv.Itoa(p), "-u", "none", "-T", "none", "-U", "none")
+			ag := e.startAgentIn(t, sl.PID())
+			ag.serve(t, p)
+			ag.serve(t, p+1)
+			c.wantListing(t, "attach mode", []string{fmt.Sprintf("TCP [*]:%d  =>  %d ", p, p)}, nil)
+			c.must(t, "-A", "-t", strconv.Itoa(p+1))
+			reachable(t, e, "attach mode, added", p+1, pathNamed("tap4"), pathNamed("splice4"))
+
+			// A live socket is not taken over.
+			r := e.run(t, "--config-net", "-c", c.sock, "-t", "none", "-u", "none", "-T", "none", "-U", "none", "--", "true")
+			if r.Code != 1 || strings.Count(r.Stderr, "\n") != 1 || !strings.Contains(r.Stderr, "already in use") {
+				t.Errorf("a second gopasta on a live socket: got %s; want exit 1 and one line saying it is already in use", r)
+			}
+			c.wantListing(t, "after the refused second gopasta", []string{
+				fmt.Sprintf("TCP [*]:%d  =>  %d ", p, p), fmt.Sprintf("TCP [*]:%d  =>  %d ", p+1, p+1)}, nil)
+
+			// Killed: the socket stays behind, stale; the next gopasta
+			// replaces it.
+			syscall.Kill(d, syscall.SIGKILL)
+			if _, err := nstest.WaitGone(d, 5*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Lstat(c.sock); err != nil {
+				t.Fatalf("after SIGKILL: %v, want the socket file left behind", err)
+			}
+			ag2 := e.startAgent(t, "--splice-only", "-c", c.sock, "-t", strconv.Itoa(p+2), "-u", "none", "-T", "none", "-U", "none")
+			ag2.serve(t, p+2)
+			ag2.serve(t, p+3)
+			c.wantListing(t, "--splice-only over a stale socket", []string{fmt.Sprintf("TCP [*]:%d  =>  %d ", p+2, p+2)}, nil)
+			c.must(t, "-A", "-t", strconv.Itoa(p+3))
+			reachable(t, e, "--splice-only, added", p+3, pathNamed("splice4"), pathNamed("splice6"))
+			refused(t, e, "--splice-only, added", p+3, pathNamed("tap4"))
+
+			// The option's errors.
+			long := "/tmp/" + strings.Repeat("c", 103)
+			for _, tc := range []struct{ val, want string }{
+				{"", `invalid --conf-path value ""`},
+				{long, `invalid --conf-path value "` + long + `": invalid configuration path (1 to 107 bytes)`},
+				{"/nonexistent-gopasta-dir/ctl", "cannot use directory /nonexistent-gopasta-dir"},
+				{c.sock, "already in use"},
+			} {
+				r := e.run(t, "-c", tc.val, "--", "true")
+				if r.Code != 1 || strings.Count(r.Stderr, "\n") != 1 || !strings.Contains(r.Stderr, tc.want) {
+					t.Errorf("-c %q: got %s; want exit 1 and one line containing %q", tc.val, r, tc.want)
+				}
+			}
+		})
+	}
+}
