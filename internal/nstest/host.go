@@ -23,6 +23,8 @@ import (
 type Host struct {
 	t    testing.TB
 	name string
+	// netOnly: commands join only the network namespace (NetOnly).
+	netOnly bool
 }
 
 // Fixture values, for assertions.
@@ -110,6 +112,16 @@ func HostNSWith(t testing.TB, o HostOptions) *Host {
 	return h
 }
 
+// NetOnly is h with commands that join only its network namespace
+// (nsenter --net) and keep the caller's mounts. `ip netns exec` also gives
+// them a mount namespace with a /sys of the network namespace's own, which
+// lacks the host's cgroup mounts that container runtimes (runc) need.
+func (h *Host) NetOnly() *Host {
+	c := *h
+	c.netOnly = true
+	return &c
+}
+
 // Name is the netns name (under /run/netns).
 func (h *Host) Name() string { return h.name }
 
@@ -122,6 +134,9 @@ func (h *Host) Path() string { return "/run/netns/" + h.name }
 // exec, so cmd.Process.Pid is argv's own PID once it runs.
 func (h *Host) Command(ctx context.Context, u User, argv ...string) *exec.Cmd {
 	full := append([]string{"ip", "netns", "exec", h.name}, u.wrap(argv)...)
+	if h.netOnly {
+		full = append([]string{"nsenter", "--net=" + h.Path(), "--"}, u.wrap(argv)...)
+	}
 	cmd := exec.CommandContext(ctx, full[0], full[1:]...)
 	prepare(cmd, u)
 	return cmd
