@@ -97,6 +97,14 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// message is a diagnostic in pasta's pesto's words (capitalised, as
+// they are).
+type message string
+
+func (m message) Error() string { return string(m) }
+
+func msgf(format string, a ...any) error { return message(fmt.Sprintf(format, a...)) }
+
 // exit ends the run with a status, its output already written.
 type exit struct{ code int }
 
@@ -157,11 +165,11 @@ func (c *client) run(args []string) error {
 	path := pos[0]
 	c.debugf("debug on, control socket %q", path)
 	if path == "" || len(path) > maxPath {
-		return fmt.Errorf("Invalid socket path \"%s\"", path)
+		return msgf("Invalid socket path \"%s\"", path)
 	}
 	conn, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
-		return fmt.Errorf("Failed to connect to %s: %s", path, strerror(err))
+		return msgf("Failed to connect to %s: %s", path, strerror(err))
 	}
 	defer conn.Close()
 	c.debugf("connected to the control socket")
@@ -196,7 +204,7 @@ func (c *client) run(args []string) error {
 		ts[i] = tables[i].Table
 	}
 	if _, err := conn.Write(pestowire.AppendUpdate(nil, ts)); err != nil {
-		return fmt.Errorf("Error writing to control socket: %s", strerror(err))
+		return msgf("Error writing to control socket: %s", strerror(err))
 	}
 	c.debugf("update sent")
 	return c.hangup(conn)
@@ -213,7 +221,7 @@ func (c *client) hangup(conn *net.UnixConn) error {
 		})
 	}
 	if err != nil {
-		return fmt.Errorf("Error shutting down control socket: %s", strerror(err))
+		return msgf("Error shutting down control socket: %s", strerror(err))
 	}
 	return nil
 }
@@ -243,7 +251,7 @@ func (c *client) edit(tables []pestowire.PifTable, opts []opt) error {
 		case 'C':
 			t := byName(o.val)
 			if t == nil {
-				return fmt.Errorf("Unsupported pif name %s", o.val)
+				return msgf("Unsupported pif name %s", o.val)
 			}
 			t.Clear()
 			switch o.val {
@@ -258,7 +266,7 @@ func (c *client) edit(tables []pestowire.PifTable, opts []opt) error {
 				t, cleared, what = outbound, &outCleared, "outbound"
 			}
 			if t == nil {
-				return fmt.Errorf("Can't use -%c, no %s interface", o.name, what)
+				return msgf("Can't use -%c, no %s interface", o.name, what)
 			}
 			if mode == 'R' && !*cleared {
 				t.Clear()
@@ -307,13 +315,13 @@ func ioErr(err error) error {
 		return err
 	}
 	if ie.Op == "Error reading from control socket" {
-		return errors.New(ie.Op)
+		return message(ie.Op)
 	}
 	e := ie.Err
 	if errors.Is(e, io.EOF) || errors.Is(e, io.ErrUnexpectedEOF) {
 		e = unix.ENODATA
 	}
-	return fmt.Errorf("%s: %s", ie.Op, strerror(e))
+	return msgf("%s: %s", ie.Op, strerror(e))
 }
 
 // strerror is the C library's text for an errno: capitalised.
