@@ -102,7 +102,8 @@ func (pf *Forwarder) apply(next [2]fwdrule.Table, start bool) error {
 	}
 	sortPlans(fresh)
 	var opened []*lsock
-	var fails failures
+	var failedPlans []listenPlan
+	var failedErrs []error
 	var fatal error
 	for i, r := range pf.openAll(fresh) {
 		p := fresh[i]
@@ -114,7 +115,7 @@ func (pf *Forwarder) apply(next [2]fwdrule.Table, start bool) error {
 		if start && bindFailureFatal(p, r.err) && fatal == nil {
 			fatal = r.err
 		}
-		pf.failed(p, r.err, &fails)
+		failedPlans, failedErrs = append(failedPlans, p), append(failedErrs, r.err)
 	}
 	if fatal != nil {
 		for _, s := range opened {
@@ -139,6 +140,25 @@ func (pf *Forwarder) apply(next [2]fwdrule.Table, start bool) error {
 	}
 	for _, s := range gone {
 		s.close()
+	}
+	// A socket that could not be bound because an old one held its port
+	// (the same port, now bound to another address) binds now, rather
+	// than at the next retry.
+	if len(gone) > 0 && len(failedPlans) > 0 {
+		retry := failedPlans
+		failedPlans, failedErrs = nil, nil
+		for i, r := range pf.openAll(retry) {
+			if r.err == nil {
+				set.socks[retry[i].key()] = r.s
+				opened = append(opened, r.s)
+				continue
+			}
+			failedPlans, failedErrs = append(failedPlans, retry[i]), append(failedErrs, r.err)
+		}
+	}
+	var fails failures
+	for i, p := range failedPlans {
+		pf.failed(p, failedErrs[i], &fails)
 	}
 	for k := range set.pending {
 		if _, ok := static[k]; !ok {

@@ -336,3 +336,30 @@ func TestReplaceKeepsConnections(t *testing.T) {
 		t.Errorf("new connection to %s after its rule went: got connected, want refused", addr)
 	}
 }
+
+// TestReplaceNarrowsAddress: a port moving from any address to one
+// address cannot be bound while the old socket holds it; it binds as soon
+// as the old one closes, in the same update, not a second later.
+func TestReplaceNarrowsAddress(t *testing.T) {
+	p := freePort(t)
+	pf, eng := startFake(t, tcpOnly(t, strconv.Itoa(int(p))), nil)
+	lo := v4Rule(p, p, fwdrule.ProtoTCP, 0)
+	lo.Addr = fwdrule.Inany(netip.AddrFrom4([4]byte{127, 0, 0, 1}))
+	if err := pf.Replace(hostTables(lo)); err != nil {
+		t.Fatal(err)
+	}
+	eng.mu.Lock()
+	var open []string
+	for i, l := range eng.ls {
+		if !eng.gone[i] {
+			open = append(open, l.Local.String())
+		}
+	}
+	eng.mu.Unlock()
+	if want := []string{fmt.Sprintf("127.0.0.1:%d", p)}; !slices.Equal(open, want) {
+		t.Errorf("after narrowing to 127.0.0.1: listeners %v, want %v", open, want)
+	}
+	if n := len(pf.set.pending); n != 0 {
+		t.Errorf("%d sockets left to retry, want 0", n)
+	}
+}
