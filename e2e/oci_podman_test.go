@@ -286,6 +286,7 @@ func TestOCIPodman(t *testing.T) {
 		if r.Code == 0 || !strings.Contains(r.Stderr, `gopasta: annotation io.gopasta.args: invalid --tcp-ports value "70000"`) {
 			t.Errorf("podman run with a bad annotation: got %s, want a failure showing gopasta's error line", r)
 		}
+		t.Logf("podman said: %s", r.Stderr)
 		waitNoGopasta(t, u.UID, e.bin, 5*time.Second)
 	})
 }

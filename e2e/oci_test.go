@@ -11,6 +11,7 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/rand"
+	"debug/elf"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -45,17 +46,23 @@ func requireTool(t *testing.T, name, why string) string {
 		if _, err2 := os.Stat("/usr/local/bin/" + name); err2 == nil {
 			return "/usr/local/bin/" + name
 		}
-		msg := fmt.Sprintf("%s not installed (%s): %v", name, why, err)
-		if os.Getenv(ciEnv) == "1" {
-			t.Fatalf("%s=1 and %s; .ci/run installs it", ciEnv, msg)
-		}
-		t.Skipf("skipping: %s; `bash .ci/run` shows how to install it", msg)
+		missing(t, fmt.Sprintf("%s not installed (%s): %v", name, why, err))
 	}
 	abs, err := filepath.Abs(p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return abs
+}
+
+// missing skips the test for want of something .ci/run installs, or fails
+// it in CI.
+func missing(t *testing.T, msg string) {
+	t.Helper()
+	if os.Getenv(ciEnv) == "1" {
+		t.Fatalf("%s=1 and %s; .ci/run installs it", ciEnv, msg)
+	}
+	t.Skipf("skipping: %s; `bash .ci/run` shows how to install it", msg)
 }
 
 // hookState is the OCI state a runtime hands the hook for pid, with
@@ -297,9 +304,18 @@ func subidUser(t *testing.T) nstest.User {
 	name := "gpe2e-" + hex.EncodeToString(b[:])
 	retry := func(argv ...string) {
 		t.Helper()
+		prog := argv[0]
+		if p, err := exec.LookPath(prog); err == nil {
+			prog = p
+		} else {
+			prog = "/usr/sbin/" + prog // root's PATH has it; a test's may not
+		}
 		var out []byte
 		err := nstest.WaitFor(30*time.Second, func() (err error) {
-			out, err = exec.Command(argv[0], argv[1:]...).CombinedOutput()
+			out, err = exec.Command(prog, argv[1:]...).CombinedOutput()
+			if _, ok := err.(*exec.ExitError); err != nil && !ok {
+				return nstest.Stop(err)
+			}
 			return err
 		})
 		if err != nil {
@@ -384,8 +400,12 @@ func userDir(t *testing.T, u nstest.User, parent, name string, perm os.FileMode)
 func busyboxRoot(t *testing.T, dir string) {
 	t.Helper()
 	bb := requireTool(t, "busybox", "busybox-static: the containers' userland")
-	if out, err := exec.Command("file", "-L", bb).CombinedOutput(); err == nil && bytes.Contains(out, []byte("dynamically linked")) {
-		t.Skipf("skipping: %s is dynamically linked; the containers need busybox-static", bb)
+	if f, err := elf.Open(bb); err == nil {
+		dynamic := slices.ContainsFunc(f.Progs, func(p *elf.Prog) bool { return p.Type == elf.PT_INTERP })
+		f.Close()
+		if dynamic {
+			missing(t, bb+" is dynamically linked; the containers need busybox-static")
+		}
 	}
 	for _, d := range []string{"bin", "proc", "sys", "dev", "etc", "tmp"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
