@@ -39,6 +39,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -381,7 +382,7 @@ func (s *Server) serve(c *net.UnixConn) {
 		s.warn(fmt.Sprintf("configuration client stalled for %v, dropped; forwarding unchanged", s.o.Timeout), "pid", pid)
 		return
 	default:
-		s.warn("configuration update rejected, forwarding unchanged: "+err.Error(), "pid", pid)
+		s.warn("configuration update rejected, forwarding unchanged: "+strings.ReplaceAll(err.Error(), "\n", "; "), "pid", pid)
 		return
 	}
 	for _, t := range upd {

@@ -138,7 +138,7 @@ func TestApplySpecErrors(t *testing.T) {
 		{'t', "0.0.0.0/80", allCaps, "80", "Forwarding configuration conflict: TCP [0.0.0.0]:80  =>  80  versus TCP [*]:80  =>  80 ", ErrConflict},
 		{'t', "0", allCaps, "", "Forwarding rule attempts to map from port 0", ErrInvalid},
 		{'t', "80:0", allCaps, "", "Forwarding rule attempts to map to port 0", ErrInvalid},
-		{'t', "80:10.0.0.1", allCaps, "", "Dual stack forward to IPv4 address 10.0.0.1 unsupported (did you mean 0.0.0.0/... instead?)", ErrInvalid},
+		{'t', "80:10.0.0.1", allCaps, "", "Dual stack forward to IPv4 address 10.0.0.1 unsupported\nDid you mean 0.0.0.0/... instead?", ErrInvalid},
 		{'t', "0.0.0.0/80:224.0.0.1", allCaps, "", "Multicast target address 224.0.0.1 for forwarding rule", ErrInvalid},
 		{'t', "0.0.0.0/80:[::1]", allCaps, "", "Forward from IPv4 (0.0.0.0) to IPv6 (::1) unsupported", ErrInvalid},
 		{'t', "::1/80", CapIPv4 | CapTCP, "", "IPv6 forward, but IPv6 not enabled", ErrInvalid},

@@ -111,7 +111,8 @@ func (t *Table) Check(r *Rule) error {
 			if IsV4(r.TAddr) {
 				any = "0.0.0.0"
 			}
-			return invalid(r, "Dual stack forward to %s address %s unsupported (did you mean %s/... instead?)",
+			// Two lines, as pasta prints them.
+			return invalid(r, "Dual stack forward to %s address %s unsupported\nDid you mean %s/... instead?",
 				fam(r.TAddr), FormatAddr(r.TAddr), any)
 		case IsV4(r.Addr) != IsV4(r.TAddr):
 			return invalid(r, "Forward from %s (%s) to %s (%s) unsupported",

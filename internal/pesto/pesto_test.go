@@ -216,6 +216,7 @@ func TestErrors(t *testing.T) {
 		{[]string{"-A", "-t", "8080", sock}, "Forwarding configuration conflict: TCP [*]:8080  =>  8080  versus TCP [*]:8080  =>  8080 \nUnable to add rule TCP [*]:8080  =>  8080 \n"},
 		{[]string{"-D", "-t", "7070", sock}, "Couldn't find forwarding rule to delete: TCP [*]:7070  =>  7070 \nUnable to delete rule TCP [*]:7070  =>  7070 \n"},
 		{[]string{"-C", "TAP", sock}, "Unsupported pif name TAP\n"},
+		{[]string{"-t", "80:10.0.0.1", sock}, "Dual stack forward to IPv4 address 10.0.0.1 unsupported\nDid you mean 0.0.0.0/... instead?\nUnable to add rule TCP [*]:80  =>  10.0.0.1:80 \n"},
 		{[]string{"-C", "host", sock}, "Unsupported pif name host\n"},
 		{[]string{"-T", "127.0.0.1/80", sock}, "Listening address not allowed for -T 127.0.0.1/80\n"},
 		{[]string{"/nonexistent-pesto-dir/sock"}, "Failed to connect to /nonexistent-pesto-dir/sock: No such file or directory\n"},
