@@ -247,13 +247,21 @@ func gopastaProcs(t *testing.T, uid int, bin string, marks ...string) []gopastaP
 			continue
 		}
 		args := strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
-		if !slices.ContainsFunc(marks, func(m string) bool {
-			return !slices.ContainsFunc(args, func(a string) bool { return strings.Contains(a, m) })
-		}) {
+		if hasAll(args, marks) {
 			out = append(out, gopastaProc{pid, args})
 		}
 	}
 	return out
+}
+
+// hasAll says whether every one of marks is part of some argument.
+func hasAll(args, marks []string) bool {
+	for _, m := range marks {
+		if !slices.ContainsFunc(args, func(a string) bool { return strings.Contains(a, m) }) {
+			return false
+		}
+	}
+	return true
 }
 
 // procUID is the real uid of the process at dir (/proc/PID), or -1.

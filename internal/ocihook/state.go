@@ -128,19 +128,19 @@ func ParseState(b []byte) (*State, error) {
 	}
 	st := &State{Annotations: map[string]string{}}
 	var err error
-	if st.OCIVersion, err = stringField(raw, "ociVersion", true); err != nil {
+	if st.OCIVersion, err = stringField(raw, "ociVersion"); err != nil {
 		return nil, err
 	}
 	if major, _, _ := strings.Cut(st.OCIVersion, "."); major != "1" {
 		return nil, &StateError{Field: "ociVersion", Reason: fmt.Sprintf("got %q, want a 1.x version of the runtime specification", st.OCIVersion)}
 	}
-	if st.ID, err = stringField(raw, "id", true); err != nil {
+	if st.ID, err = stringField(raw, "id"); err != nil {
 		return nil, err
 	}
 	if err := checkID(st.ID); err != nil {
 		return nil, err
 	}
-	if st.Status, err = stringField(raw, "status", true); err != nil {
+	if st.Status, err = stringField(raw, "status"); err != nil {
 		return nil, err
 	}
 	switch st.Status {
@@ -153,7 +153,7 @@ func ParseState(b []byte) (*State, error) {
 	if st.PID, err = pidField(raw); err != nil {
 		return nil, err
 	}
-	if st.Bundle, err = stringField(raw, "bundle", true); err != nil {
+	if st.Bundle, err = stringField(raw, "bundle"); err != nil {
 		return nil, err
 	}
 	if !filepath.IsAbs(st.Bundle) {
@@ -189,20 +189,18 @@ func jsonError(field string, err error) error {
 
 func isNull(m json.RawMessage) bool { return string(bytes.TrimSpace(m)) == "null" }
 
-// stringField returns member name of raw, which must be a JSON string.
-func stringField(raw map[string]json.RawMessage, name string, required bool) (string, error) {
+// stringField returns member name of raw, which must be a non-empty JSON
+// string.
+func stringField(raw map[string]json.RawMessage, name string) (string, error) {
 	m, ok := raw[name]
 	if !ok || isNull(m) {
-		if required {
-			return "", &StateError{Field: name, Reason: "missing"}
-		}
-		return "", nil
+		return "", &StateError{Field: name, Reason: "missing"}
 	}
 	var s string
 	if err := json.Unmarshal(m, &s); err != nil {
 		return "", &StateError{Field: name, Reason: "got " + describe(m) + ", want a string", Err: err}
 	}
-	if s == "" && required {
+	if s == "" {
 		return "", &StateError{Field: name, Reason: "empty"}
 	}
 	return s, nil
