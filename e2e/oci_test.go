@@ -298,18 +298,23 @@ func waitNoGopasta(t *testing.T, uid int, bin string, timeout time.Duration, mar
 	}
 }
 
+// subidUserPrefix starts the names of the users subidUser creates:
+// gpe2e-PID-RANDOM, PID being the test process's.
+const subidUserPrefix = "gpe2e-"
+
 // subidUser creates a system user with subordinate uid and gid ranges, as
 // rootless podman and RootlessKit need, and removes it (and everything it
 // runs) when the test ends. Its range starts at 1000000 + uid*65536, apart
 // from every other such user. The files useradd and usermod lock may be
-// busy with another test run: each step is retried for a while.
+// busy with another test run: each step is retried for a while. Users left
+// by earlier test processes that were killed are removed on the way.
 func subidUser(t *testing.T) nstest.User {
 	t.Helper()
 	nstest.RequireRoot(t)
 	requireTool(t, "newuidmap", "uidmap: rootless podman and RootlessKit map subordinate ids with it")
 	var b [3]byte
 	rand.Read(b[:])
-	name := "gpe2e-" + hex.EncodeToString(b[:])
+	name := fmt.Sprintf("%s%d-%s", subidUserPrefix, os.Getpid(), hex.EncodeToString(b[:]))
 	retry := func(argv ...string) {
 		t.Helper()
 		prog := argv[0]
@@ -330,6 +335,7 @@ func subidUser(t *testing.T) nstest.User {
 			t.Fatalf("%q: %v: %s", argv, err, out)
 		}
 	}
+	sweepSubidUsers(t, retry)
 	for _, f := range []string{"/etc/subuid", "/etc/subgid"} {
 		fd, err := os.OpenFile(f, os.O_CREATE|os.O_RDONLY, 0o644)
 		if err != nil {
@@ -361,6 +367,32 @@ func subidUser(t *testing.T) nstest.User {
 	ids := fmt.Sprintf("%d-%d", first, first+65535)
 	retry("usermod", "--add-subuids", ids, "--add-subgids", ids, name)
 	return nstest.User{Name: name, UID: uid, GID: gid}
+}
+
+// sweepSubidUsers removes the users subidUser made in test processes that
+// are gone, and whatever still runs as them.
+func sweepSubidUsers(t *testing.T, userdel func(argv ...string)) {
+	t.Helper()
+	b, err := os.ReadFile("/etc/passwd")
+	if err != nil {
+		return
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Split(line, ":")
+		rest, ok := strings.CutPrefix(f[0], subidUserPrefix)
+		if !ok || len(f) < 3 {
+			continue
+		}
+		pidStr, _, _ := strings.Cut(rest, "-")
+		if pid, err := strconv.Atoi(pidStr); err != nil || nstest.PIDAlive(pid) {
+			continue
+		}
+		if uid, err := strconv.Atoi(f[2]); err == nil {
+			killUser(t, uid)
+		}
+		t.Logf("removing %s, left by test process %s", f[0], pidStr)
+		userdel("userdel", f[0])
+	}
 }
 
 // killUser SIGKILLs every process of uid until none is left (podman's
