@@ -27,6 +27,20 @@ func HaveSysAdmin() bool {
 // nsenter and it is not installed.
 var ErrNoNsenter = errors.New("nsenter (util-linux) not found")
 
+// findNsenter looks for nsenter on PATH, then where distributions install
+// it: a runtime hook may run with no PATH at all.
+func findNsenter() (string, error) {
+	if p, err := exec.LookPath("nsenter"); err == nil {
+		return p, nil
+	}
+	for _, p := range []string{"/usr/bin/nsenter", "/bin/nsenter", "/usr/sbin/nsenter", "/sbin/nsenter"} {
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", ErrNoNsenter
+}
+
 // ExecInUserNS replaces this process with gopasta run again inside the user
 // namespace at path, as root there, with the same arguments. It returns only
 // on failure.
@@ -42,7 +56,7 @@ func ExecInUserNS(path string) error {
 	if inReexecUserNS {
 		return errors.New("ns: already re-executed in a user namespace")
 	}
-	nsenter, err := exec.LookPath("nsenter")
+	nsenter, err := findNsenter()
 	if err != nil {
 		return fmt.Errorf("joining user namespace %s: %w", path, ErrNoNsenter)
 	}
