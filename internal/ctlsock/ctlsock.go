@@ -378,6 +378,8 @@ func (s *Server) serve(c *net.UnixConn) {
 	case errors.Is(err, pestowire.ErrHangup):
 		s.log.Debug("configuration client hangup", "pid", pid)
 		return
+	case errors.Is(err, net.ErrClosed):
+		return // Close cut the session off
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		s.warn(fmt.Sprintf("configuration client stalled for %v, dropped; forwarding unchanged", s.o.Timeout), "pid", pid)
 		return
