@@ -26,6 +26,10 @@ type side struct {
 	// ::1 instead (namespace-side listeners, and --splice-only).
 	loopbackOnly bool
 	isNS         bool // the namespace's side (SPLICE: -T, -U)
+	// loopbackSplice: a host socket on the any address gets a loopback
+	// companion (see listenPlan.companion); set when the engine serves
+	// the host side and splicing is on.
+	loopbackSplice bool
 }
 
 // listenPlan is one socket to open.
@@ -43,6 +47,15 @@ type listenPlan struct {
 	anyAddr bool
 	// scan: opened while the target port listens on the other side.
 	scan bool
+	// companion: the loopback twin of a host socket on the any address,
+	// served by the splice forwarder. Loopback peers connect to it
+	// rather than to its twin, which the engine serves (the kernel
+	// prefers the listener bound to a connection's exact address), so a
+	// spliced connection is accepted, dialled and pumped on the splice
+	// forwarder's one thread instead of being handed over by the engine.
+	// Failing to bind it costs nothing but that shortcut: the engine's
+	// splice hook takes loopback peers then.
+	companion bool
 }
 
 // sockKey is what makes two sockets the same socket: a new rule that
@@ -82,7 +95,11 @@ func (p listenPlan) String() string {
 	if p.Ifname != "" {
 		dev = "%" + p.Ifname
 	}
-	return fmt.Sprintf("%s %s%s:%d->%s%d", p.proto(), p.Addr, dev, p.Port, to, p.toPort)
+	spliced := ""
+	if p.companion {
+		spliced = " (spliced)"
+	}
+	return fmt.Sprintf("%s %s%s:%d->%s%d%s", p.proto(), p.Addr, dev, p.Port, to, p.toPort, spliced)
 }
 
 // err wraps a failure to open p.
@@ -129,13 +146,21 @@ func bindAddrs(r *fwdrule.Rule, f side) []netip.Addr {
 // planPort appends the sockets of rule r for listen port p.
 func planPort(out []listenPlan, r *fwdrule.Rule, addrs []netip.Addr, f side, p uint16) []listenPlan {
 	for _, a := range addrs {
-		out = append(out, listenPlan{
+		lp := listenPlan{
 			Listen: sock.Listen{UDP: r.UDP(), V6: a.Is6(), Addr: a, Ifname: r.IfnameString(), Port: p},
 			nsSide: f.isNS, toAddr: r.Target(), toPort: r.ToPort(p),
 			strict:  !r.Weak() && !r.Scan() && r.First == r.Last,
 			anyAddr: r.Dual() || fwdrule.IsUnspecified(r.Addr),
 			scan:    r.Scan(),
-		})
+		}
+		if f.loopbackSplice && a.IsUnspecified() && lp.Ifname == "" {
+			lp.ReusePort = !lp.UDP // UDP shares the port through SO_REUSEADDR
+			c := lp
+			c.Addr, c.companion, c.strict = sock.Loopback(a.Is6()), true, false
+			out = append(out, lp, c)
+			continue
+		}
+		out = append(out, lp)
 	}
 	return out
 }

@@ -111,6 +111,14 @@ func TestPlanStatic(t *testing.T) {
 			[]string{"TCP 0.0.0.0:1->1", "TCP 0.0.0.0:2->2"}, 29999},
 		{"exclusions only", []string{"~22"}, false, side{v4: true},
 			[]string{"TCP 0.0.0.0:1->1"}, 29998},
+		{"loopback companions", []string{"8080"}, false, side{v4: true, v6: true, loopbackSplice: true},
+			[]string{"TCP 0.0.0.0:8080->8080 strict", "TCP 127.0.0.1:8080->8080 (spliced)",
+				"TCP :::8080->8080 strict", "TCP ::1:8080->8080 (spliced)"}, 4},
+		{"no companion for a bound address or device", []string{"192.0.2.1/80", "%eth0/81"}, false,
+			side{v4: true, loopbackSplice: true},
+			[]string{"TCP 192.0.2.1:80->80 strict", "TCP 0.0.0.0%eth0:81->81 strict"}, 2},
+		{"UDP companion", []string{"53"}, true, side{v4: true, loopbackSplice: true},
+			[]string{"UDP 0.0.0.0:53->53 strict", "UDP 127.0.0.1:53->53 (spliced)"}, 2},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -197,7 +197,8 @@ func Start(ctx context.Context, cfg Config) (*Forwarder, error) {
 	}
 	pf := &Forwarder{
 		cfg: cfg, log: log, caps: caps,
-		host: side{v4: cfg.IPv4, v6: cfg.IPv6, loopbackOnly: cfg.SpliceOnly},
+		host: side{v4: cfg.IPv4, v6: cfg.IPv6, loopbackOnly: cfg.SpliceOnly,
+			loopbackSplice: cfg.Engine != nil && !cfg.NoSplice},
 		ns:   side{v4: cfg.IPv4, v6: cfg.IPv6, loopbackOnly: true, isNS: true},
 		slow: make(chan fwd.SpliceConn, 1024),
 		stop: make(chan struct{}),

@@ -58,7 +58,7 @@ func (pf *Forwarder) register(p listenPlan, fd int) (closer, error) {
 	if !p.nsSide && !p.UDP && !pf.cfg.NoSplice {
 		pf.ensurePool()
 	}
-	if !p.nsSide && pf.cfg.Engine != nil {
+	if !p.nsSide && pf.cfg.Engine != nil && !p.companion {
 		id, err := pf.cfg.Engine.AddListener(fwd.Listener{
 			Fd: fd, UDP: p.UDP, V6: p.V6, Local: netip.AddrPortFrom(p.Addr, p.Port),
 			BindIf: p.Ifname, ToAddr: pf.tapTarget(p.V6, p.toAddr), ToPort: p.toPort,
@@ -71,7 +71,8 @@ func (pf *Forwarder) register(p listenPlan, fd int) (closer, error) {
 	}
 
 	// Spliced: a namespace listener reaches host loopback (or the rule's
-	// target), a --splice-only host listener reaches the namespace.
+	// target); a --splice-only host listener, or a host socket's loopback
+	// companion, reaches the namespace.
 	dst := netip.AddrPortFrom(sock.Loopback(p.V6), p.toPort)
 	if p.toAddr.IsValid() {
 		dst = netip.AddrPortFrom(p.toAddr, p.toPort)

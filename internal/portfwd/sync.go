@@ -26,6 +26,7 @@ import (
 
 	"github.com/gopasta/gopasta/internal/config"
 	"github.com/gopasta/gopasta/internal/fwdrule"
+	"github.com/gopasta/gopasta/internal/sock"
 )
 
 // lsock is an open socket and its registration with the loop serving it.
@@ -327,6 +328,14 @@ func (pf *Forwarder) openAll(ps []listenPlan) []openResult {
 		p.Freebind = pf.cfg.Freebind
 		fds[i], errs[i] = p.Open()
 	}
+	// Every host socket is bound: the any-address sockets and their
+	// loopback companions that shared a port through SO_REUSEPORT stop
+	// admitting others to it.
+	for i := range ps {
+		if ps[i].ReusePort && errs[i] == nil {
+			sock.ClearReusePort(fds[i])
+		}
+	}
 	for len(ns) > 0 {
 		batch := ns[:min(len(ns), nsBatch)]
 		ns = ns[len(batch):]
@@ -388,6 +397,15 @@ type failures struct {
 // retry unless the machine lacks the family.
 func (pf *Forwarder) failed(p listenPlan, err error, f *failures) {
 	k := p.key()
+	if p.companion {
+		// Not something the user asked for: its twin serves loopback
+		// peers too, through the engine. Not retried.
+		if p.scan {
+			pf.set.scanFailed[k] = true
+		}
+		pf.log.Debug("loopback companion not bound; the engine serves loopback peers", "socket", p.String(), "err", err)
+		return
+	}
 	if p.scan {
 		pf.set.scanFailed[k] = true
 		pf.log.Debug("auto forwarding: cannot bind", "socket", p.String(), "err", err)

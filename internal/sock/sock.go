@@ -143,6 +143,18 @@ type Listen struct {
 	// Freebind (--freebind): the address need not exist yet, for a
 	// host address that comes up later (a VPN, DHCP).
 	Freebind bool
+	// ReusePort (TCP): bind with SO_REUSEPORT, so that a listener on the
+	// any address and one on loopback can share a port. The kernel
+	// hands a connection to the listener bound to its exact destination
+	// address before one bound to any. Clear it (ClearReusePort) once
+	// both are bound, or another process of the same user could join.
+	ReusePort bool
+}
+
+// ClearReusePort turns SO_REUSEPORT off on a bound socket: sockets bound
+// with it stay bound, and no new socket can join them.
+func ClearReusePort(fd int) error {
+	return unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 0)
 }
 
 // Open creates, binds and (for TCP) listens on l's socket, non-blocking.
@@ -164,6 +176,11 @@ func (l Listen) Open() (int, error) {
 		return -1, err
 	}
 	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
+	if l.ReusePort && !l.UDP {
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
+			return fail(err)
+		}
+	}
 	if l.Freebind {
 		// IPV6_FREEBIND needs Linux 4.15; before it, IP_FREEBIND on an
 		// IPv6 socket does the same.
