@@ -158,7 +158,7 @@ func (c *icmpTr) sockEvent(e *Engine, idx int32, events uint32) {
 			ic.SetIdent(f.NSPort)
 			ic.SetChecksum(ic.CalculateChecksum())
 		}
-		e.txCommitFrom(bs, i, w, off+ln)
+		e.txCommitFrom(bs, i, w, off+ln, &txDataValid)
 		w++
 	}
 }

@@ -90,13 +90,13 @@ func (e *Engine) txCommitMeta(n int, m *header.VirtioNetHdrFields) {
 // after w of them were committed already: recvmmsg fills several buffers at
 // once and some of what it returns is dropped, so the kept ones are swapped
 // down into queue order (slice headers only, no copy).
-func (e *Engine) txCommitFrom(bs [][]byte, i, w, n int) {
+func (e *Engine) txCommitFrom(bs [][]byte, i, w, n int, m *header.VirtioNetHdrFields) {
 	if i != w {
 		base := len(e.tx.out) - w // bs[0] is e.tx.bufs[base]
 		bs[w], bs[i] = bs[i], bs[w]
 		e.tx.full[base+w], e.tx.full[base+i] = e.tx.full[base+i], e.tx.full[base+w]
 	}
-	e.txCommit(n)
+	e.txCommitMeta(n, m)
 }
 
 // flush writes every queued frame to the link in one WriteBatch (more only

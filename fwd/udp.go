@@ -243,7 +243,8 @@ func (u *udpTr) receive(e *Engine, idx int32) {
 			e.drop(DropTooBig)
 			continue
 		}
-		e.txCommitFrom(bs, i, w, e.udpFrame(bs[i], f, int(u.recvMsgs[i].n)))
+		fl, m := e.udpFrame(bs[i], f, int(u.recvMsgs[i].n))
+		e.txCommitFrom(bs, i, w, fl, m)
 		w++
 	}
 	f.Flags |= flagReplied
@@ -253,13 +254,32 @@ func (u *udpTr) receive(e *Engine, idx int32) {
 // udpFrame completes b, a transmit buffer holding n payload bytes for flow
 // f at l4Offset+UDPMinimumSize, into a frame toward the namespace, and
 // returns its length.
-func (e *Engine) udpFrame(b []byte, f *Flow, n int) int {
+func (e *Engine) udpFrame(b []byte, f *Flow, n int) (int, *header.VirtioNetHdrFields) {
 	l4len := header.UDPMinimumSize + n
 	o := e.writeHeaders(b, f.v6, header.ProtocolUDP, f.DstAddr, f.NSAddr, l4len)
 	ud := header.UDP(b[o : o+l4len])
 	ud.Encode(f.DstPort, f.NSPort, uint16(l4len))
-	ud.SetChecksum(ud.CalculateChecksum(pseudoSum(b, f.v6, header.ProtocolUDP, l4len)))
-	return o + l4len
+	ps := pseudoSum(b, f.v6, header.ProtocolUDP, l4len)
+	if e.vnet != 0 {
+		// A partial checksum, as for TCP: the namespace's kernel takes
+		// it as verified, or completes it if it forwards the datagram.
+		// Summing 64 KiB datagrams here cost a quarter of the engine's
+		// time on host-to-namespace UDP.
+		ud.SetChecksum(ps)
+		if f.v6 {
+			return o + l4len, &udpPartial[1]
+		}
+		return o + l4len, &udpPartial[0]
+	}
+	ud.SetChecksum(ud.CalculateChecksum(ps))
+	return o + l4len, &txDataValid
+}
+
+// udpPartial is the offload state of a datagram toward the namespace with
+// its checksum left partial, per family (IPv4, IPv6).
+var udpPartial = [2]header.VirtioNetHdrFields{
+	{Flags: header.VirtioNetHdrFNeedsCsum, CsumStart: uint16(header.EthernetMinimumSize + header.IPv4MinimumSize), CsumOffset: 6},
+	{Flags: header.VirtioNetHdrFNeedsCsum, CsumStart: uint16(header.EthernetMinimumSize + header.IPv6MinimumSize), CsumOffset: 6},
 }
 
 // drainErrors reads the socket's error queue (IP_RECVERR) and turns each

@@ -117,7 +117,8 @@ func (e *Engine) udpListenerBatch(l *listener) (n, asked int) {
 			continue
 		}
 		f := e.flow(idx)
-		e.txCommitFrom(bs, i, w, e.udpFrame(bs[i], f, ln))
+		fl, meta := e.udpFrame(bs[i], f, ln)
+		e.txCommitFrom(bs, i, w, fl, meta)
 		w++
 		if f.Flags&flagReplied != 0 {
 			f.Deadline = e.now + udpTimeoutReply
