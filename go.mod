@@ -3,9 +3,12 @@ module github.com/gopasta/gopasta
 go 1.26.8
 
 require (
+	github.com/elastic/go-seccomp-bpf v1.6.0
 	github.com/jsimonetti/rtnetlink/v2 v2.3.0
+	github.com/landlock-lsm/go-landlock v0.11.2
 	github.com/mdlayher/netlink v1.11.2
 	github.com/urfave/cli/v2 v2.27.7
+	golang.org/x/net v0.55.0
 	golang.org/x/sys v0.50.0
 )
 
@@ -15,6 +18,6 @@ require (
 	github.com/mdlayher/socket v0.6.0 // indirect
 	github.com/russross/blackfriday/v2 v2.1.0 // indirect
 	github.com/xrash/smetrics v0.0.0-20240521201337-686a1a2994c1 // indirect
-	golang.org/x/net v0.55.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
+	kernel.org/pub/linux/libs/security/libcap/psx v1.2.78 // indirect
 )

@@ -239,7 +239,7 @@ func gopastaProcs(t *testing.T, uid int, bin string, marks ...string) []gopastaP
 		if exe, err := os.Readlink(dir + "/exe"); err != nil || strings.TrimSuffix(exe, " (deleted)") != bin {
 			continue
 		}
-		if procUID(dir) != uid {
+		if procUID(dir) != servingUID(uid) {
 			continue
 		}
 		b, err := os.ReadFile(dir + "/cmdline")

@@ -271,7 +271,12 @@ func (c *Child) Signal(sig os.Signal) error {
 	default:
 	}
 	if s == unix.SIGKILL {
-		return c.cmd.Process.Kill()
+		// Once gopasta has dropped to nobody (internal/sandbox), a root
+		// command's init is no longer ours to kill: ask it to exit,
+		// through the control pipe, as for any other signal.
+		if err := c.cmd.Process.Kill(); !errors.Is(err, unix.EPERM) {
+			return err
+		}
 	}
 	if (s == unix.SIGINT || s == unix.SIGQUIT) && c.terminalSentIt() {
 		return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -23,18 +24,38 @@ var usePidfd = true
 
 var procNetNSRe = regexp.MustCompile(`^/proc/([0-9]+)/(?:task/([0-9]+)/)?ns/net$`)
 
-// WatchNetNS returns a channel that is closed when the network namespace at
-// path goes away, for attach mode's automatic exit.
+// A Watch tells when a network namespace goes away, for attach mode's
+// automatic exit. Everything it reads at run time goes through descriptors
+// opened when it starts, so it keeps working once gopasta has lost its view
+// of the file system (internal/sandbox): a pidfd and the process's
+// /proc/PID/stat, or the namespace file's directory and an inotify watch
+// on it.
+type Watch struct {
+	gone chan struct{}
+	dir  *os.File // the directory looked up in (file watches), or nil
+}
+
+// Gone is closed when the namespace is gone.
+func (w *Watch) Gone() <-chan struct{} { return w.gone }
+
+// Dir is the directory in which a file watch looks the namespace's file up
+// by name (fstatat(2)), nil for process watches: the only path lookup the
+// watch makes at run time, which a seccomp filter can confine to it.
+func (w *Watch) Dir() *os.File { return w.dir }
+
+// WatchNetNS starts watching the network namespace at path.
 //
-// For /proc/PID/ns/net (and /proc/PID/task/TID/ns/net) that is when the
-// process ends: a pidfd reports it at once, and a once-a-second check of the
-// process's start time catches it too (a reused PID has another start
-// time). For any other path (/run/netns/NAME, a bind mount) it is when the
-// file is removed, renamed or unmounted: inotify on its directory triggers
-// a check of the file's device and inode, which also runs once a second.
+// For /proc/PID/ns/net (and /proc/PID/task/TID/ns/net) the namespace goes
+// with the process: a pidfd reports its exit at once, and a once-a-second
+// read of its /proc stat file, opened now, catches it too (once the process
+// is gone the open file reports ESRCH, even if the PID is reused). For any
+// other path (/run/netns/NAME, a bind mount) it is when the file is
+// removed, renamed or unmounted: inotify on its directory triggers a check
+// of the file's device and inode, looked up in the directory opened now,
+// which also runs once a second.
 //
 // Cancelling ctx stops the watch without closing the channel.
-func WatchNetNS(ctx context.Context, path string) (<-chan struct{}, error) {
+func WatchNetNS(ctx context.Context, path string) (*Watch, error) {
 	f, err := openNetNS(path)
 	if err != nil {
 		return nil, err
@@ -46,7 +67,7 @@ func WatchNetNS(ctx context.Context, path string) (<-chan struct{}, error) {
 	return watchFile(ctx, path)
 }
 
-func watchProcess(ctx context.Context, pidStr, tidStr string) (<-chan struct{}, error) {
+func watchProcess(ctx context.Context, pidStr, tidStr string) (*Watch, error) {
 	pid, err := strconv.Atoi(pidStr)
 	if err != nil {
 		return nil, fmt.Errorf("ns: watch: bad PID %q", pidStr)
@@ -55,21 +76,31 @@ func watchProcess(ctx context.Context, pidStr, tidStr string) (<-chan struct{}, 
 	if tidStr != "" {
 		statPath = "/proc/" + pidStr + "/task/" + tidStr + "/stat"
 	}
-	first, err := readProcStat(statPath)
+	stat, err := os.Open(statPath)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			err = ErrNoProcess
 		}
 		return nil, fmt.Errorf("ns: watch process %s: %w", pidStr, err)
 	}
+	buf := make([]byte, 1024)
+	first, err := preadProcStat(stat, buf)
+	if err != nil {
+		stat.Close()
+		if errors.Is(err, unix.ESRCH) {
+			err = ErrNoProcess
+		}
+		return nil, fmt.Errorf("ns: watch process %s: %w", pidStr, err)
+	}
 	gone := func() bool {
-		st, err := readProcStat(statPath)
+		st, err := preadProcStat(stat, buf)
 		if err != nil {
 			return errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ESRCH)
 		}
 		return st.startTime != first.startTime || st.state == 'Z' || st.state == 'X'
 	}
 	if gone() {
+		stat.Close()
 		return nil, fmt.Errorf("ns: watch process %s: %w", pidStr, ErrNoProcess)
 	}
 	// pidfd_open only takes thread group leaders (before PIDFD_THREAD),
@@ -81,21 +112,45 @@ func watchProcess(ctx context.Context, pidStr, tidStr string) (<-chan struct{}, 
 			// The PID might have been reused between the check and the open.
 			if gone() {
 				wake.Close()
+				stat.Close()
 				return nil, fmt.Errorf("ns: watch process %s: %w", pidStr, ErrNoProcess)
 			}
 		}
 	}
-	return startWatch(ctx, gone, wake, true), nil
+	return startWatch(ctx, gone, wake, true, stat), nil
 }
 
-func watchFile(ctx context.Context, path string) (<-chan struct{}, error) {
+// preadProcStat reads and parses a /proc stat file from its start, into
+// buf (a stat line is well under 1 KiB).
+func preadProcStat(f *os.File, buf []byte) (procStat, error) {
+	n, err := f.ReadAt(buf, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return procStat{}, err
+	}
+	return parseProcStat(buf[:n])
+}
+
+func watchFile(ctx context.Context, path string) (*Watch, error) {
+	// Symlinks are resolved now: later lookups happen relative to the
+	// directory, where an absolute link would no longer resolve.
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return nil, &EnterError{Path: path, Op: "watch", Err: unwrapPathError(err)}
+	}
+	dirPath, name := filepath.Split(real)
+	dir, err := os.OpenFile(dirPath, unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return nil, &EnterError{Path: path, Op: "watch", Err: unwrapPathError(err)}
+	}
+	dfd := int(dir.Fd())
 	var first unix.Stat_t
-	if err := unix.Stat(path, &first); err != nil {
+	if err := unix.Fstatat(dfd, name, &first, 0); err != nil {
+		dir.Close()
 		return nil, &EnterError{Path: path, Op: "watch", Err: err}
 	}
 	gone := func() bool {
 		var st unix.Stat_t
-		if err := unix.Stat(path, &st); err != nil {
+		if err := unix.Fstatat(dfd, name, &st, 0); err != nil {
 			// Only a vanished path counts: a transient error (EINTR,
 			// ENOMEM, EACCES after a chmod) must not end gopasta.
 			return errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR)
@@ -110,19 +165,22 @@ func watchFile(ctx context.Context, path string) (<-chan struct{}, error) {
 	if fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK); err == nil {
 		const mask = unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN_DELETE_SELF |
 			unix.IN_MOVE_SELF | unix.IN_UNMOUNT | unix.IN_ATTRIB
-		if _, err := unix.InotifyAddWatch(fd, filepath.Dir(path), mask); err == nil {
+		if _, err := unix.InotifyAddWatch(fd, dirPath, mask); err == nil {
 			wake = os.NewFile(uintptr(fd), "inotify")
 		} else {
 			unix.Close(fd)
 		}
 	}
-	return startWatch(ctx, gone, wake, false), nil
+	w := startWatch(ctx, gone, wake, false, dir)
+	w.dir = dir
+	return w, nil
 }
 
 // startWatch checks gone once a second and whenever wake becomes readable
-// (wake may be nil; isPidfd says what it is), closing the returned channel when it reports true.
-func startWatch(ctx context.Context, gone func() bool, wake *os.File, isPidfd bool) <-chan struct{} {
-	ch := make(chan struct{})
+// (wake may be nil; isPidfd says what it is), closing the returned watch's
+// channel when it reports true. held is closed when the watch ends.
+func startWatch(ctx context.Context, gone func() bool, wake *os.File, isPidfd bool, held *os.File) *Watch {
+	w := &Watch{gone: make(chan struct{})}
 	woken := make(chan struct{}, 1)
 	if wake != nil {
 		go readWakeups(wake, isPidfd, woken)
@@ -131,6 +189,7 @@ func startWatch(ctx context.Context, gone func() bool, wake *os.File, isPidfd bo
 		if wake != nil {
 			defer wake.Close() // also ends readWakeups
 		}
+		defer held.Close()
 		tick := time.NewTicker(watchPoll)
 		defer tick.Stop()
 		for {
@@ -141,12 +200,12 @@ func startWatch(ctx context.Context, gone func() bool, wake *os.File, isPidfd bo
 			case <-woken:
 			}
 			if gone() {
-				close(ch)
+				close(w.gone)
 				return
 			}
 		}
 	}()
-	return ch
+	return w
 }
 
 // readWakeups turns readability of f into non-blocking sends on woken,

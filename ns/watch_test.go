@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -77,11 +79,11 @@ func TestWatchNamedNetNS(t *testing.T) {
 			if err != nil {
 				t.Fatalf("ResolveNetNS(%q): %v", name, err)
 			}
-			ch, err := WatchNetNS(context.Background(), path)
+			w, err := WatchNetNS(context.Background(), path)
 			if err != nil {
 				t.Fatalf("WatchNetNS: %v", err)
 			}
-			expectFire(t, ch, func() { tc.gone(t, name) })
+			expectFire(t, w.Gone(), func() { tc.gone(t, name) })
 		})
 	}
 }
@@ -101,11 +103,11 @@ func TestWatchProcessNetNS(t *testing.T) {
 			if err != nil {
 				t.Fatalf("ProcessNetNS: %v", err)
 			}
-			ch, err := WatchNetNS(context.Background(), netns)
+			w, err := WatchNetNS(context.Background(), netns)
 			if err != nil {
 				t.Fatalf("WatchNetNS: %v", err)
 			}
-			expectFire(t, ch, func() {
+			expectFire(t, w.Gone(), func() {
 				cmd.Process.Kill()
 				if tc.reap {
 					cmd.Wait()
@@ -123,11 +125,11 @@ func TestWatchProcessNetNS(t *testing.T) {
 		}
 		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 		pid := strconv.Itoa(cmd.Process.Pid)
-		ch, err := WatchNetNS(context.Background(), "/proc/"+pid+"/task/"+pid+"/ns/net")
+		w, err := WatchNetNS(context.Background(), "/proc/"+pid+"/task/"+pid+"/ns/net")
 		if err != nil {
 			t.Fatalf("WatchNetNS: %v", err)
 		}
-		expectFire(t, ch, func() { cmd.Process.Kill(); cmd.Wait() })
+		expectFire(t, w.Gone(), func() { cmd.Process.Kill(); cmd.Wait() })
 	})
 }
 
@@ -138,7 +140,7 @@ func TestWatchCancel(t *testing.T) {
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	ctx, cancel := context.WithCancel(context.Background())
-	ch, err := WatchNetNS(ctx, "/proc/"+strconv.Itoa(cmd.Process.Pid)+"/ns/net")
+	w, err := WatchNetNS(ctx, "/proc/"+strconv.Itoa(cmd.Process.Pid)+"/ns/net")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +148,7 @@ func TestWatchCancel(t *testing.T) {
 	cmd.Process.Kill()
 	cmd.Wait()
 	select {
-	case <-ch:
+	case <-w.Gone():
 		t.Error("watch fired after its context was cancelled")
 	case <-time.After(1500 * time.Millisecond):
 	}
@@ -209,4 +211,130 @@ func TestParseProcStat(t *testing.T) {
 			t.Errorf("parseProcStat(%q): got %c/%d, want %c/%d", tc.in, st.state, st.startTime, tc.state, tc.start)
 		}
 	}
+}
+
+// envChrootWatch makes the test binary a child that watches the namespace
+// at its value, then chroots into an empty directory (as gopasta's sandbox
+// does) and reports whether the watch still fires.
+const envChrootWatch = "GOPASTA_NS_TEST_CHROOT_WATCH"
+
+func init() {
+	path := os.Getenv(envChrootWatch)
+	if path == "" {
+		return
+	}
+	os.Exit(chrootWatchChild(path))
+}
+
+func chrootWatchChild(path string) int {
+	w, err := WatchNetNS(context.Background(), path)
+	if err != nil {
+		fmt.Println("watch:", err)
+		return 2
+	}
+	dir, err := os.MkdirTemp("", "gopasta-ns-chroot-")
+	if err != nil {
+		fmt.Println(err)
+		return 2
+	}
+	if err := syscall.Chroot(dir); err != nil {
+		fmt.Println("chroot:", err)
+		return 2
+	}
+	if err := os.Chdir("/"); err != nil {
+		fmt.Println("chdir:", err)
+		return 2
+	}
+	if _, err := os.Stat(path); err == nil {
+		fmt.Println("the namespace's path still resolves after chroot")
+		return 2
+	}
+	fmt.Println("ready")
+	select {
+	case <-w.Gone():
+		fmt.Println("gone")
+		return 0
+	case <-time.After(5 * time.Second):
+		fmt.Println("no notice within 5s")
+		return 1
+	}
+}
+
+// TestWatchAfterChroot checks that a watch started before the process
+// loses its view of the file system (internal/sandbox) still sees the
+// namespace go: it reads only through descriptors it opened at start.
+func TestWatchAfterChroot(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("chroot needs root")
+	}
+	run := func(t *testing.T, path string, gone func()) {
+		t.Helper()
+		self, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		cmd := exec.Command(self, "-test.run=^$")
+		cmd.Env = append(os.Environ(), envChrootWatch+"="+path, "TMPDIR="+dir)
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		lines := make(chan string, 4)
+		go func() {
+			b, _ := io.ReadAll(out)
+			for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+				lines <- l
+			}
+			close(lines)
+		}()
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		// Give it time to fire wrongly before the namespace goes.
+		select {
+		case err := <-exited:
+			var got []string
+			for l := range lines {
+				got = append(got, l)
+			}
+			t.Fatalf("child exited before the namespace went: %v, output %q", err, got)
+		case <-time.After(1500 * time.Millisecond):
+		}
+		gone()
+		select {
+		case err := <-exited:
+			var got []string
+			for l := range lines {
+				got = append(got, l)
+			}
+			if err != nil {
+				t.Fatalf("child: %v, output %q, want exit 0 after \"gone\"", err, got)
+			}
+			if len(got) == 0 || got[len(got)-1] != "gone" {
+				t.Fatalf("child output %q, want ready then gone", got)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("child did not exit within 10s")
+		}
+	}
+	t.Run("process", func(t *testing.T) {
+		cmd := exec.Command("sleep", "60")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		run(t, "/proc/"+strconv.Itoa(cmd.Process.Pid)+"/ns/net", func() { cmd.Process.Kill(); cmd.Wait() })
+	})
+	t.Run("named", func(t *testing.T) {
+		name := addNamedNetNS(t)
+		run(t, filepath.Join(NetNSDir, name), func() {
+			if out, err := exec.Command("ip", "netns", "del", name).CombinedOutput(); err != nil {
+				t.Fatalf("ip netns del: %v: %s", err, out)
+			}
+		})
+	})
 }

@@ -171,6 +171,13 @@ func parseRunAs(s string) (*config.RunAs, error) {
 		return nil, badValue("--runas", s, "expected UID[:GID] or LOGIN[:GROUP]")
 	}
 	r := &config.RunAs{}
+	// (uid_t)-1 means "unchanged" to setresuid(2): it is no id.
+	if isDigits(u) && !validID(u) {
+		return nil, badValue("--runas", s, "user ids are 0 to 4294967294")
+	}
+	if hasG && isDigits(g) && !validID(g) {
+		return nil, badValue("--runas", s, "group ids are 0 to 4294967294")
+	}
 	if id, err := strconv.ParseUint(u, 10, 32); err == nil {
 		r.UID, r.GID = int(id), int(id)
 		if pw, err := user.LookupId(u); err == nil {
@@ -196,6 +203,12 @@ func parseRunAs(s string) (*config.RunAs, error) {
 		}
 	}
 	return r, nil
+}
+
+// validID reports whether the decimal s is a user or group id.
+func validID(s string) bool {
+	n, err := strconv.ParseUint(s, 10, 32)
+	return err == nil && n < 1<<32-1
 }
 
 // checkIfName checks the syntax the kernel requires of an interface name.

@@ -4,11 +4,13 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"io"
 	"math/bits"
 	"net/netip"
 	"os"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // Port forwarding specifications: the values of -t, -u, -T and -U.
@@ -607,11 +609,34 @@ func ParseEphemeralRange(content string) (PortRange, error) {
 	return PortRange{first, last}, err
 }
 
-// ReadEphemeralRange reads the calling network namespace's ephemeral range.
+// ephemeralFile is /proc/sys/net/ipv4/ip_local_port_range, opened by the
+// first ReadEphemeralRange and kept: gopasta's sandbox takes the file
+// system away after set-up, and the open file keeps showing the namespace
+// it was opened in, current values included.
+var ephemeralFile struct {
+	sync.Mutex
+	f   *os.File
+	buf [64]byte
+}
+
+// ReadEphemeralRange reads the ephemeral port range of the network
+// namespace of its first caller (gopasta calls it first from the host's
+// namespace, before its sandbox is on), through a descriptor kept open.
 func ReadEphemeralRange() (PortRange, error) {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err != nil {
+	e := &ephemeralFile
+	e.Lock()
+	defer e.Unlock()
+	if e.f == nil {
+		f, err := os.Open("/proc/sys/net/ipv4/ip_local_port_range")
+		if err != nil {
+			return PortRange{}, err
+		}
+		e.f = f
+	}
+	// A sysctl file reads whole from offset 0, and as EOF from anywhere else.
+	n, err := e.f.ReadAt(e.buf[:], 0)
+	if err != nil && !errors.Is(err, io.EOF) {
 		return PortRange{}, err
 	}
-	return ParseEphemeralRange(string(b))
+	return ParseEphemeralRange(string(e.buf[:n]))
 }

@@ -64,6 +64,9 @@ func build() {
 	defer cancel()
 	out := filepath.Join(dir, "gopasta")
 	cmd := exec.CommandContext(ctx, goTool, "build", "-o", out, ModulePath)
+	// Without cgo, as `make build`: gopasta refuses to run otherwise (its
+	// sandbox needs syscall.AllThreadsSyscall).
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	b, err := cmd.CombinedOutput()
 	buildOut = string(b)
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"os"
 	"strconv"
 	"time"
 
@@ -79,22 +78,6 @@ func listening(c **sockdiag.Conn) (tcp, udp config.PortSet, ok bool) {
 	return tcp, udp, true
 }
 
-// readTables reads /proc net tables under dir into TCP listening and UDP
-// bound port sets.
-func readTables(dir string) (tcp, udp config.PortSet) {
-	for _, n := range []string{"tcp", "tcp6"} {
-		if b, err := os.ReadFile(dir + "/" + n); err == nil {
-			parseProcNet(b, procStateListen, &tcp)
-		}
-	}
-	for _, n := range []string{"udp", "udp6"} {
-		if b, err := os.ReadFile(dir + "/" + n); err == nil {
-			parseProcNet(b, procStateUnconn, &udp)
-		}
-	}
-	return tcp, udp
-}
-
 // autoUDPSet is what UDP auto forwarding follows: bound UDP ports outside
 // the ephemeral range (client sockets live there), and, as pasta, the
 // ports TCP listens on.
@@ -133,17 +116,14 @@ func (pf *Forwarder) ports(nsSide bool) (tcp, udp config.PortSet, err error) {
 	if tcp, udp, ok := listening(c); ok {
 		return tcp, udp, nil
 	}
+	// The tables were opened at Start (procnet.go), each side's in its
+	// namespace.
 	if !nsSide {
-		tcp, udp = readTables("/proc/self/net")
+		tcp, udp = pf.procHost.read()
 		return tcp, udp, nil
 	}
-	// /proc/self/net is the thread group leader's namespace; the
-	// namespace thread's own tables are under thread-self.
-	err = pf.cfg.InNS(func() error {
-		tcp, udp = readTables("/proc/thread-self/net")
-		return nil
-	})
-	return tcp, udp, err
+	tcp, udp = pf.procNS.read()
+	return tcp, udp, nil
 }
 
 // scanPlans lists the sockets the auto rules of tables want now: the

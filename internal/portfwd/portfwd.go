@@ -130,6 +130,10 @@ type Config struct {
 	// Listening, when set, reports the listening TCP and bound UDP ports
 	// of one side for auto forwarding instead of the kernel (tests).
 	Listening func(nsSide bool) (tcp, udp config.PortSet, err error)
+	// Gate, when set, holds back serving (the splice loop, auto scans,
+	// bind retries) until it closes: the sandbox goes on in between
+	// (internal/sandbox). Listeners are open when Start returns either way.
+	Gate <-chan struct{}
 }
 
 // autoInterval is how often auto forwarding rescans and ports that could
@@ -157,6 +161,9 @@ type Forwarder struct {
 	// first scan; nil: /proc tables.
 	diagHost, diagNS *sockdiag.Conn
 	diagOpened       bool
+	// The /proc net tables of each side, opened at Start: the fallback
+	// where inet_diag is missing (procnet.go).
+	procHost, procNS *procNet
 	stop             chan struct{}
 	wg               sync.WaitGroup
 
@@ -212,9 +219,21 @@ func Start(ctx context.Context, cfg Config) (*Forwarder, error) {
 		return nil, fmt.Errorf("splice forwarder: %w", err)
 	}
 	pf.sp = sp
+	if cfg.Listening == nil {
+		// /proc/self/net is the thread group leader's namespace; the
+		// namespace thread's own tables are under thread-self.
+		pf.procHost = openProcNet("/proc/self/net")
+		_ = cfg.InNS(func() error {
+			pf.procNS = openProcNet("/proc/thread-self/net")
+			return nil
+		})
+	}
 	pf.wg.Add(2)
 	go func() {
 		defer pf.wg.Done()
+		if !pf.gate(ctx) {
+			return
+		}
 		if err := sp.Run(ctx); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, splice.ErrClosed) {
 			log.Error("splice forwarding stopped", "err", err)
 		}
@@ -232,8 +251,28 @@ func Start(ctx context.Context, cfg Config) (*Forwarder, error) {
 		return nil, err
 	}
 	pf.wg.Add(1)
-	go pf.loop(ctx)
+	go func() {
+		if pf.gate(ctx) {
+			pf.loop(ctx)
+		} else {
+			pf.wg.Done()
+		}
+	}()
 	return pf, nil
+}
+
+// gate waits for Config.Gate; false means Close or ctx came first.
+func (pf *Forwarder) gate(ctx context.Context) bool {
+	if pf.cfg.Gate == nil {
+		return true
+	}
+	select {
+	case <-pf.cfg.Gate:
+		return true
+	case <-pf.stop:
+	case <-ctx.Done():
+	}
+	return false
 }
 
 func (pf *Forwarder) side(ns bool) side {
@@ -271,6 +310,8 @@ func (pf *Forwarder) Close() {
 			c.Close()
 		}
 	}
+	pf.procHost.close()
+	pf.procNS.close()
 }
 
 // SpliceStats are the splice forwarder's counters.

@@ -18,8 +18,10 @@ import (
 // ready, which is what podman and rootlesskit wait for.
 const envDaemon = "GOPASTA_DAEMON_FD"
 
-// background is the daemon side's handle on the readiness pipe.
-type background struct{ w *os.File }
+// background is the daemon side's handle on the readiness pipe, and
+// /dev/null, opened at start: ready runs once the sandbox has taken the
+// file system away.
+type background struct{ w, null *os.File }
 
 // ready tells the foreground copy that set-up succeeded, then detaches from
 // its standard streams: podman reads our stderr until EOF, so holding it open
@@ -27,12 +29,21 @@ type background struct{ w *os.File }
 func (b *background) ready() {
 	b.w.Write([]byte("ok\n"))
 	b.w.Close()
-	if null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0); err == nil {
+	if b.null != nil {
 		for fd := 0; fd <= 2; fd++ {
-			unix.Dup3(int(null.Fd()), fd, 0)
+			unix.Dup3(int(b.null.Fd()), fd, 0)
 		}
-		null.Close()
+		b.null.Close()
 	}
+}
+
+// daemonFD returns the readiness pipe's descriptor when we are the
+// background copy, for CloseInherited to keep.
+func daemonFD() []int {
+	if fd, err := strconv.Atoi(os.Getenv(envDaemon)); err == nil && fd > 2 {
+		return []int{fd}
+	}
+	return nil
 }
 
 // daemonize either returns the background handle (we are the background
@@ -45,7 +56,9 @@ func daemonize() (bg *background, relay bool, status int, err error) {
 		if err != nil {
 			return nil, false, 1, fmt.Errorf("bad %s: %q", envDaemon, s)
 		}
-		return &background{w: os.NewFile(uintptr(fd), "ready")}, false, 0, nil
+		unix.CloseOnExec(fd)
+		null, _ := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+		return &background{w: os.NewFile(uintptr(fd), "ready"), null: null}, false, 0, nil
 	}
 
 	r, w, err := os.Pipe()

@@ -101,8 +101,9 @@ func linkLocalFromMAC(mac net.HardwareAddr) netip.Addr {
 }
 
 // startEngine runs the engine on link until ctx ends; the returned channel
-// yields Run's error once it has stopped.
-func startEngine(ctx context.Context, cfg *config.Config, dl *dataLink, es engineSetup, log *slog.Logger) (*fwd.Engine, *engineRun, func(), error) {
+// yields Run's error once it has stopped. The engine reads its first frame
+// once gate closes (the sandbox is on by then).
+func startEngine(ctx context.Context, cfg *config.Config, dl *dataLink, es engineSetup, log *slog.Logger, gate <-chan struct{}) (*fwd.Engine, *engineRun, func(), error) {
 	link := dl.link()
 	opts := es.opts
 	opts.Logger = log
@@ -125,7 +126,12 @@ func startEngine(ctx context.Context, cfg *config.Config, dl *dataLink, es engin
 	}
 	done := &engineRun{done: make(chan struct{})}
 	go func() {
-		done.err = e.Run(ctx)
+		select {
+		case <-gate:
+			done.err = e.Run(ctx)
+		case <-ctx.Done():
+			done.err = ctx.Err()
+		}
 		close(done.done)
 	}()
 	if cfg.Stats > 0 {

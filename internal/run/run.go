@@ -3,9 +3,11 @@ package run
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,6 +19,7 @@ import (
 	"github.com/gopasta/gopasta/internal/ctlsock"
 	"github.com/gopasta/gopasta/internal/logging"
 	"github.com/gopasta/gopasta/internal/portfwd"
+	"github.com/gopasta/gopasta/internal/sandbox"
 	"github.com/gopasta/gopasta/ns"
 	"github.com/gopasta/gopasta/tap"
 )
@@ -28,6 +31,9 @@ func Main(args []string) int {
 	if ns.IsInitStub() {
 		ns.InitStubMain()
 	}
+	// Descriptors whoever started us leaked are not ours to hold
+	// (docs/security.md); the background copy's readiness pipe is.
+	sandbox.CloseInherited(daemonFD()...)
 	return cmdline.Main(args, os.Stdout, os.Stderr, Run)
 }
 
@@ -36,6 +42,10 @@ func Main(args []string) int {
 func Run(cfg *config.Config) (int, error) {
 	if cfg.Mode == config.ModeOCIHook {
 		return runHook(os.Stdin) // hook.go: becomes an attach run
+	}
+	// A binary that could not be confined fails before doing anything.
+	if err := sandbox.Check(); err != nil {
+		return 1, err
 	}
 	// Joining a network namespace takes CAP_SYS_ADMIN in our own user
 	// namespace. Without it, run again as root of a user namespace: a new
@@ -153,6 +163,9 @@ func Run(cfg *config.Config) (int, error) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	// The engine and the splice loop serve nothing until the sandbox is
+	// on: gate closes then.
+	gate := make(chan struct{})
 	es := planEngine(cfg, plan, readResolvConf("/etc/resolv.conf"))
 	var eng *fwd.Engine
 	engineDone := &engineRun{done: make(chan struct{})} // never closes without an engine
@@ -161,7 +174,7 @@ func Run(cfg *config.Config) (int, error) {
 	} else {
 		summarize(log, cfg, tmpl, plan, dev.Name())
 		var closePcap func()
-		eng, engineDone, closePcap, err = startEngine(ctx, cfg, dl, es, log)
+		eng, engineDone, closePcap, err = startEngine(ctx, cfg, dl, es, log, gate)
 		if err != nil {
 			return fail(err)
 		}
@@ -181,7 +194,7 @@ func Run(cfg *config.Config) (int, error) {
 		IPv4: plan.IPv4, IPv6: plan.IPv6,
 		NSAddr4: es.params.Addr4, NSAddr6: es.params.Addr6,
 		NoSplice: cfg.NoSplice, SpliceOnly: cfg.SpliceOnly, HostLoToNSLo: cfg.HostLoToNSLo,
-		Freebind: cfg.Freebind, Logger: log,
+		Freebind: cfg.Freebind, Logger: log, Gate: gate,
 	}
 	if eng != nil {
 		fc.Engine = eng
@@ -192,17 +205,33 @@ func Run(cfg *config.Config) (int, error) {
 	}
 	defer pf.Close()
 	// -c: the control socket, for pesto to read and replace pf's rules.
-	stopCtl, err := ctlsock.Serve(cfg.ConfPath, pf, log)
-	if err != nil {
-		return fail(err)
+	var ctl *ctlsock.Server
+	if cfg.ConfPath != "" {
+		if ctl, err = ctlsock.Start(ctlsock.Options{Path: cfg.ConfPath, Tables: pf, Logger: log}); err != nil {
+			return fail(err)
+		}
+		defer ctl.Close()
 	}
-	defer stopCtl()
 
 	if cfg.PidFile != "" {
 		if err := os.WriteFile(cfg.PidFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
 			return fail(fmt.Errorf("writing pid file: %w", err))
 		}
 	}
+
+	// Attach mode exits when the namespace goes away; the watch opens
+	// what it reads before the sandbox takes the file system away.
+	var watch *ns.Watch
+	if child == nil && !cfg.NoNetNSQuit {
+		if watch, err = ns.WatchNetNS(ctx, netnsPath); err != nil {
+			return 1, err
+		}
+	}
+	sb, err := confine(cfg, child == nil, watch, ctl, closeLog, log)
+	if err != nil {
+		return fail(err)
+	}
+	close(gate) // the first frame is read from here on
 
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
@@ -216,10 +245,8 @@ func Run(cfg *config.Config) (int, error) {
 	}
 
 	var gone <-chan struct{}
-	if !cfg.NoNetNSQuit {
-		if gone, err = ns.WatchNetNS(ctx, netnsPath); err != nil {
-			return 1, err
-		}
+	if watch != nil {
+		gone = watch.Gone()
 	}
 	if bg != nil {
 		bg.ready()
@@ -234,10 +261,42 @@ func Run(cfg *config.Config) (int, error) {
 			return 1, engineDone.err
 		}
 	}
-	if cfg.PidFile != "" {
-		os.Remove(cfg.PidFile)
+	if err := sb.RemovePidFile(); err != nil {
+		log.Debug("pid file not removed", "err", err)
 	}
 	return 0, nil
+}
+
+// confine applies the sandbox (internal/sandbox) once everything is open.
+// attach says whether the pid file is removed at exit (attach mode); the
+// watch and the control socket (either may be nil) name the directories
+// they still use.
+func confine(cfg *config.Config, attach bool, watch *ns.Watch, ctl *ctlsock.Server, logFile io.Closer, log *slog.Logger) (*sandbox.Sandbox, error) {
+	// Auto forwarding reads the host's ephemeral port range through a
+	// descriptor opened on first use: first use is now.
+	_, _ = config.ReadEphemeralRange()
+	o := sandbox.Options{
+		RunAsInParent: ns.InReexecUserNS(),
+		Debug:         cfg.Debug,
+		LogFd:         2,
+		Logger:        log,
+	}
+	if cfg.RunAs != nil {
+		o.RunAs = &sandbox.RunAs{UID: cfg.RunAs.UID, GID: cfg.RunAs.GID}
+	}
+	if attach {
+		o.PidFile = cfg.PidFile
+	}
+	if watch != nil && watch.Dir() != nil {
+		o.Dirs = append(o.Dirs, sandbox.Dir{Fd: int(watch.Dir().Fd()), Stat: true})
+	}
+	if ctl != nil {
+		o.Dirs = append(o.Dirs, sandbox.Dir{Fd: ctl.DirFD(), Path: filepath.Dir(cfg.ConfPath), Stat: true, Remove: true})
+	}
+	if f, ok := logFile.(interface{ Fd() uintptr }); ok {
+		o.LogFd = int(f.Fd())
+	}
+	return sandbox.Apply(o)
 }
 
 // drainTimeout bounds how long gopasta outlives its command while TCP

@@ -1,0 +1,216 @@
+package sandbox
+
+import (
+	"runtime"
+
+	seccomp "github.com/elastic/go-seccomp-bpf"
+	"golang.org/x/sys/unix"
+)
+
+// The seccomp allowlist: every system call gopasta makes once its set-up is
+// done, with why. Anything else ends the process (SIGSYS). The list was
+// found by running the whole test suite (every mode, as root and as an
+// unprivileged user, the vhost tests in a VM, the fuzz targets) with
+// GOPASTA_SECCOMP=log, which reports every call outside the list instead
+// of killing (docs/security.md), and not by guessing; entries the Go
+// runtime needs only on rarer paths (a signal, a crash, a slow clock) are
+// marked as such.
+//
+// Names are the kernel's for the architecture (arch "" means both amd64 and
+// arm64, whose tables differ: arm64 has only the *at and p* variants).
+// TestAllowlistNames checks every name against both tables.
+
+// rule is one allowlist entry.
+type rule struct {
+	name string
+	arch string // "", "amd64" or "arm64"
+	why  string
+	// args, when set, narrows the call to argument values: the call is
+	// allowed when every condition of any one set holds. nil allows every
+	// use of the call.
+	args func(p *filterParams) [][]seccomp.Condition
+}
+
+// filterParams are the run's values the conditions refer to.
+type filterParams struct {
+	pid        int   // our process id (signals to ourselves only)
+	statDirs   []int // directories in which fstatat(2) looks up names
+	unlinkDirs []int // directories in which unlinkat(2) removes names
+}
+
+var allowlist = []rule{
+	// Descriptors opened before the sandbox: TAP frames (plain I/O),
+	// pipes, eventfds (vhost-net kicks and calls, the event loops'
+	// wake-ups), timerfds, the log, the pcap file, the spawn control pipe.
+	{name: "read", why: "TAP frames, eventfds, timerfds, inotify, the Go runtime's poller wake-up"},
+	{name: "write", why: "TAP frames, eventfds, the log and pcap files, the spawn control pipe"},
+	{name: "pread64", why: "files opened before the sandbox, re-read from the start: /proc/PID/stat (namespace watch), the ephemeral port range, /proc net tables"},
+	{name: "close", why: "ending flows, connections, listeners and splice pipes"},
+	{name: "ftruncate", why: "the log file's in-place rotation (--log-size)"},
+	{name: "dup3", why: "background mode: standard streams onto /dev/null once ready"},
+
+	// Sockets: the engine's host-side sockets, namespace-side sockets made
+	// on the namespace thread, listeners of auto forwarding, inet_diag
+	// scans, IPv6 zone look-ups (rtnetlink).
+	{name: "socket", why: "host and namespace sockets of flows and forwarded ports; netlink for inet_diag and zone look-ups", args: socketArgs},
+	{name: "bind", why: "flows bound to the namespace's source port; auto-forwarded listeners"},
+	{name: "listen", why: "auto-forwarded TCP listeners"},
+	{name: "accept4", why: "connections on forwarded ports"},
+	{name: "connect", why: "flows toward the host's peers and into the namespace; spliced connections"},
+	{name: "getsockname", why: "the net package's accept: local address of a control socket client"},
+	{name: "getpeername", why: "the net package's accept: peer address of a control socket client"},
+	{name: "getsockopt", why: "SO_ERROR of connects, SO_MEMINFO of flows, SO_PEERCRED of control socket clients"},
+	{name: "setsockopt", why: "socket options of new flows and listeners"},
+	{name: "sendto", why: "UDP and ICMP datagrams, netlink requests"},
+	{name: "recvfrom", why: "UDP and ICMP datagrams, netlink replies, TCP data"},
+	{name: "sendmsg", why: "TCP data toward the host, UDP with ancillary data"},
+	{name: "recvmsg", why: "TCP data from the host, UDP with PKTINFO, ICMP errors"},
+	{name: "sendmmsg", why: "batched UDP and ICMP datagrams"},
+	{name: "recvmmsg", why: "batched UDP and ICMP datagrams"},
+	{name: "shutdown", why: "half-closing TCP connections (FIN)"},
+	{name: "splice", why: "the loopback fast path: socket to pipe to socket"},
+	{name: "pipe2", why: "new splice pipes when the pool is empty"},
+	{name: "fcntl", why: "O_NONBLOCK on new sockets; splice pipe sizes; a listener's twin for a rule the control socket moves (F_DUPFD_CLOEXEC)", args: fcntlArgs},
+	{name: "ioctl", why: "the terminal's foreground group when forwarding SIGINT; the seccomp supervisor", args: ioctlArgs},
+
+	// Event loops, timers, waiting.
+	{name: "epoll_ctl", why: "adding and removing flows and listeners in the event loops"},
+	{name: "epoll_pwait", why: "the event loops and the Go runtime's poller (x/sys/unix's EpollWait)"},
+	{name: "ppoll", why: "waiting for a TCP socket's send buffer (fwd); a pidfd's readability (namespace watch)"},
+	{name: "timerfd_settime", why: "the splice loop's and the engine's timers"},
+	{name: "waitid", why: "reaping the spawned namespace's init (os/exec, P_PIDFD)"},
+	{name: "wait4", why: "reaping the spawned namespace's init where pidfds are missing (os/exec's fallback)"},
+	{name: "pidfd_send_signal", why: "SIGKILL to the spawned namespace's init when set-up fails (os.Process.Kill)"},
+	{name: "getpgrp", arch: "amd64", why: "is the terminal's foreground group ours, before forwarding SIGINT"},
+	{name: "getpgid", arch: "arm64", why: "getpgrp(2) on arm64 (x/sys/unix's Getpgrp)"},
+	{name: "unlinkat", why: "removing the pid file and the control socket at exit, in their directories only", args: unlinkArgs},
+	{name: "newfstatat", arch: "amd64", why: "has the watched namespace file gone; is the control socket still ours: in their directories only", args: statArgs},
+	{name: "fstatat", arch: "arm64", why: "fstatat(2) on arm64, as newfstatat", args: statArgs},
+
+	// The Go runtime.
+	{name: "futex", why: "Go runtime: goroutine parking and locks"},
+	{name: "nanosleep", why: "Go runtime: sysmon and spinning"},
+	{name: "sched_yield", why: "Go runtime: spinning"},
+	{name: "clock_gettime", why: "Go runtime: time where the vDSO cannot serve it (an unstable clocksource)"},
+	{name: "mmap", why: "Go runtime: heap and stacks, never executable", args: noExecArgs},
+	{name: "munmap", why: "Go runtime: returning memory"},
+	{name: "madvise", why: "Go runtime: returning memory to the kernel"},
+	{name: "mprotect", why: "Go runtime: never executable", args: noExecArgs},
+	{name: "clone", why: "Go runtime: new OS threads only (CLONE_THREAD, no new namespaces)", args: cloneArgs},
+	{name: "rt_sigaction", why: "Go runtime: signal handlers"},
+	{name: "rt_sigprocmask", why: "Go runtime: signal masks of new threads"},
+	{name: "rt_sigreturn", why: "Go runtime: return from every signal handler"},
+	{name: "sigaltstack", why: "Go runtime: signal stacks of new threads"},
+	{name: "tgkill", why: "Go runtime: goroutine preemption (SIGURG) and per-thread signals, to our own threads only", args: ownProcessArgs},
+	{name: "kill", why: "Go runtime: dying of a signal (e.g. SIGPIPE on a closed stdout), to ourselves only", args: ownProcessArgs},
+	{name: "getpid", why: "Go runtime: signals to ourselves"},
+	{name: "gettid", why: "Go runtime: thread ids"},
+	{name: "sched_getaffinity", why: "Go runtime: the periodic GOMAXPROCS update"},
+	{name: "prctl", why: "Go runtime: naming new memory (PR_SET_VMA), where the kernel has CONFIG_ANON_VMA_NAME", args: prctlArgs},
+	{name: "exit", why: "Go runtime: ending OS threads (e.g. the namespace thread at exit)"},
+	{name: "exit_group", why: "exiting, at the end or after an error"},
+	{name: "restart_syscall", why: "a sleep or timed wait interrupted by a signal, restarted by the kernel"},
+}
+
+// forArch returns the rules of the running architecture.
+func forArch(goarch string) []rule {
+	var out []rule
+	for _, r := range allowlist {
+		if r.arch == "" || r.arch == goarch {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func eq(arg uint32, v uint64) seccomp.Condition {
+	return seccomp.Condition{Argument: arg, Operation: seccomp.Equal, Value: v}
+}
+
+// socketArgs: Internet sockets, and netlink for inet_diag (auto
+// forwarding) and rtnetlink (IPv6 zone names). No packet, Unix or other
+// sockets.
+func socketArgs(*filterParams) [][]seccomp.Condition {
+	return [][]seccomp.Condition{
+		{eq(0, unix.AF_INET)},
+		{eq(0, unix.AF_INET6)},
+		{eq(0, unix.AF_NETLINK), eq(2, unix.NETLINK_ROUTE)},
+		{eq(0, unix.AF_NETLINK), eq(2, unix.NETLINK_INET_DIAG)},
+	}
+}
+
+func fcntlArgs(*filterParams) [][]seccomp.Condition {
+	var out [][]seccomp.Condition
+	for _, cmd := range []uint64{unix.F_GETFL, unix.F_SETFL, unix.F_GETFD, unix.F_SETFD,
+		unix.F_GETPIPE_SZ, unix.F_SETPIPE_SZ, unix.F_DUPFD_CLOEXEC} {
+		out = append(out, []seccomp.Condition{eq(1, cmd)})
+	}
+	return out
+}
+
+// seccompNotifRecv and seccompNotifSend are the supervisor's requests
+// (--debug, GOPASTA_SECCOMP=log).
+var ioctlRequests = []uint64{
+	unix.TIOCGPGRP,
+	unix.SECCOMP_IOCTL_NOTIF_RECV, unix.SECCOMP_IOCTL_NOTIF_SEND,
+}
+
+func ioctlArgs(*filterParams) [][]seccomp.Condition {
+	var out [][]seccomp.Condition
+	for _, req := range ioctlRequests {
+		out = append(out, []seccomp.Condition{eq(1, req)})
+	}
+	return out
+}
+
+// unlinkArgs and statArgs allow the call relative to the directories
+// given only; none given, not at all.
+func unlinkArgs(p *filterParams) [][]seccomp.Condition { return inDirs(p.unlinkDirs) }
+func statArgs(p *filterParams) [][]seccomp.Condition   { return inDirs(p.statDirs) }
+
+func inDirs(fds []int) [][]seccomp.Condition {
+	var out [][]seccomp.Condition
+	for _, fd := range fds {
+		out = append(out, []seccomp.Condition{eq(0, uint64(fd))})
+	}
+	return out
+}
+
+func noExecArgs(*filterParams) [][]seccomp.Condition {
+	return [][]seccomp.Condition{{{Argument: 2, Operation: seccomp.BitsNotSet, Value: unix.PROT_EXEC}}}
+}
+
+// newNamespaces are clone's flags that make namespaces.
+const newNamespaces = unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP | unix.CLONE_NEWUTS |
+	unix.CLONE_NEWIPC | unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNET | unix.CLONE_NEWTIME
+
+func cloneArgs(*filterParams) [][]seccomp.Condition {
+	return [][]seccomp.Condition{{
+		{Argument: 0, Operation: seccomp.BitsSet, Value: unix.CLONE_THREAD},
+		{Argument: 0, Operation: seccomp.BitsNotSet, Value: newNamespaces},
+	}}
+}
+
+func ownProcessArgs(p *filterParams) [][]seccomp.Condition {
+	return [][]seccomp.Condition{{eq(0, uint64(p.pid))}}
+}
+
+func prctlArgs(*filterParams) [][]seccomp.Condition {
+	return [][]seccomp.Condition{{eq(0, unix.PR_SET_VMA)}}
+}
+
+// policy builds the filter's policy for the running architecture: the
+// allowlist, and def for everything else.
+func policy(p *filterParams, def seccomp.Action) seccomp.Policy {
+	g := seccomp.SyscallGroup{Action: seccomp.ActionAllow}
+	for _, r := range forArch(runtime.GOARCH) {
+		if r.args == nil {
+			g.Names = append(g.Names, r.name)
+			continue
+		}
+		for _, c := range r.args(p) {
+			g.NamesWithCondtions = append(g.NamesWithCondtions, seccomp.NameWithConditions{Name: r.name, Conditions: c})
+		}
+	}
+	return seccomp.Policy{DefaultAction: def, Syscalls: []seccomp.SyscallGroup{g}}
+}
