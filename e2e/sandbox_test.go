@@ -1,5 +1,26 @@
 package e2e
 
+// The sandbox (internal/sandbox, docs/security.md), seen from outside: the
+// process that carries the traffic is read through /proc/PID/status and
+// /proc/PID/root in every mode, as root and as uid 65534, compared with
+// pasta's row of the table in docs/security.md (or better), and then
+// carries traffic both ways on every path.
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gopasta/gopasta/internal/nstest"
+)
+
 // servingUID is the uid gopasta started by uid carries traffic as: root
 // of the initial user namespace drops to nobody (internal/sandbox), anyone
 // else stays who they are.
@@ -8,4 +29,412 @@ func servingUID(uid int) int {
 		return 65534
 	}
 	return uid
+}
+
+// confinement is what /proc/PID/status and /proc/PID/root must show.
+type confinement struct {
+	uid, gid string // "65534\t65534\t65534\t65534"
+	capEff   string // CapEff = CapPrm
+}
+
+// wantConfinement is the row gopasta achieves for u: root drops to nobody
+// with no capability at all; an unprivileged user is root of a user
+// namespace that maps only itself, seen from here as that user, and keeps
+// CAP_NET_BIND_SERVICE there. pasta's row: 65534, 0x200400, 1, 2.
+func wantConfinement(u nstest.User) confinement {
+	id := strconv.Itoa(servingUID(u.UID))
+	ids := strings.Repeat(id+"\t", 3) + id
+	c := confinement{uid: ids, gid: ids, capEff: "0000000000000000"}
+	if !u.Root() {
+		c.capEff = "0000000000000400"
+	}
+	return c
+}
+
+// procStatus reads the fields of /proc/PID/status.
+func procStatus(pid int) (map[string]string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			m[k] = strings.TrimSpace(v)
+		}
+	}
+	return m, nil
+}
+
+// checkConfined compares pid's status and root with want, once the
+// seccomp filter is on (the pid file is written just before).
+func checkConfined(t *testing.T, pid int, want confinement) {
+	t.Helper()
+	var st map[string]string
+	err := nstest.WaitFor(5*time.Second, func() (err error) {
+		if st, err = procStatus(pid); err != nil {
+			return nstest.Stop(err)
+		}
+		if st["Seccomp"] != "2" {
+			return fmt.Errorf("Seccomp %q, want 2", st["Seccomp"])
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("gopasta pid %d: not confined within 5s: %v", pid, err)
+	}
+	// Filters this test process already runs under (a confined CI
+	// runner) are inherited: gopasta adds exactly one.
+	own, err := procStatus(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, _ := strconv.Atoi(own["Seccomp_filters"])
+	for _, f := range []struct{ field, want string }{
+		{"Uid", want.uid}, {"Gid", want.gid}, {"Groups", ""},
+		{"CapEff", want.capEff}, {"CapPrm", want.capEff},
+		{"CapInh", "0000000000000000"}, {"CapBnd", "0000000000000000"}, {"CapAmb", "0000000000000000"},
+		{"NoNewPrivs", "1"}, {"Seccomp", "2"}, {"Seccomp_filters", strconv.Itoa(base + 1)},
+	} {
+		if got := st[f.field]; got != f.want {
+			t.Errorf("gopasta pid %d: /proc status %s: got %q, want %q", pid, f.field, got, f.want)
+		}
+	}
+	root, err := os.Readlink(fmt.Sprintf("/proc/%d/root", pid))
+	if err != nil || !strings.HasSuffix(root, " (deleted)") {
+		t.Errorf("gopasta pid %d: /proc root: got %q (%v), want a deleted directory", pid, root, err)
+	}
+	if ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/root/", pid)); len(ents) != 0 || err != nil && !os.IsNotExist(err) {
+		t.Errorf("gopasta pid %d: /proc root lists %d entries (%v), want none", pid, len(ents), err)
+	}
+}
+
+// staticPort is a port free for TCP and UDP in the host namespace and
+// below the ephemeral range, where UDP auto forwarding follows bound ports
+// (it leaves ephemeral ones, clients' sockets, alone).
+func (e *env) staticPort(t *testing.T) int {
+	t.Helper()
+	for p := 20000 + os.Getpid()%5000; p < 32000; p += 97 {
+		l, err := e.h.Listen("tcp", fmt.Sprintf("[::]:%d", p))
+		if err != nil {
+			continue
+		}
+		u, err := e.h.ListenPacket("udp", fmt.Sprintf("[::]:%d", p))
+		l.Close()
+		if err != nil {
+			continue
+		}
+		u.Close()
+		return p
+	}
+	t.Fatal("no free port below the ephemeral range")
+	return 0
+}
+
+// nsInit finds the process of the spawned namespace whose parent is pid
+// (the namespace's init), to enter its namespaces.
+func nsInit(pid int) (int, error) {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pid, task.Name()))
+		if err != nil {
+			continue
+		}
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			return strconv.Atoi(f[0])
+		}
+	}
+	return 0, fmt.Errorf("no child of %d", pid)
+}
+
+// TestSandbox: in each mode, as root and as uid 65534, the process that
+// carries the traffic is confined as docs/security.md says, and carries
+// TCP over the TAP and spliced, UDP, ping and DNS both ways, picks up a new
+// listener of the namespace (-t auto), writes --pcap and --stats, and
+// exits cleanly (no SIGSYS).
+func TestSandbox(t *testing.T) {
+	type mode struct {
+		name       string
+		attach     bool
+		foreground bool
+		netns      bool // --netns /proc/PID/ns/net --userns /proc/PID/ns/user
+		named      bool // --netns NAME (root only: ip netns add)
+		// ofNobody: the namespace belongs to uid 65534 (root only):
+		// root attaching to it keeps working once it is nobody itself.
+		ofNobody bool
+	}
+	modes := []mode{
+		{name: "spawn"},
+		{name: "pid-foreground", attach: true, foreground: true},
+		{name: "pid-background", attach: true},
+		{name: "netns-userns-background", attach: true, netns: true},
+		{name: "netns-name-foreground", attach: true, foreground: true, named: true},
+		{name: "pid-of-nobody-background", attach: true, ofNobody: true},
+	}
+	for _, u := range nstest.Users() {
+		t.Run(u.Name, func(t *testing.T) {
+			for _, m := range modes {
+				t.Run(m.name, func(t *testing.T) {
+					if (m.named || m.ofNobody) && !u.Root() {
+						t.Skip("skipping: a root-only form (ip netns add; root attaching to another user's namespace)")
+					}
+					e := newEnv(t, u, hostSetup{ping: true, peers: true})
+					e.h.SetResolvConf("nameserver 127.0.0.1\n")
+					startResolver(t, e.h, "127.0.0.1")
+					hostPort := e.serveTCP(t, "127.0.0.1:0", nstest.TempDir(t))
+					udpPort := e.serveUDP(t, "127.0.0.1:0")
+					dir := nstest.TempDir(t)
+					pidFile, logFile, pcap := filepath.Join(dir, "gopasta.pid"), filepath.Join(dir, "gopasta.log"), filepath.Join(dir, "gopasta.pcap")
+					args := []string{"--config-net", "-P", pidFile, "-l", logFile, "--pcap", pcap, "--stats", "1", "-t", "auto", "-u", "auto"}
+
+					var a *agent
+					var fg *nstest.Proc
+					var nsPID int     // a process in the namespace, for nsenter
+					var remove func() // ends an attached namespace
+					if !m.attach {
+						a = e.startAgent(t, args...)
+					} else {
+						var target []string
+						if m.named {
+							name := nstest.UniqueName("gpsbx")
+							if r := nstest.Run(t, nstest.RootUser, "ip", "netns", "add", name); r.Code != 0 {
+								t.Fatalf("ip netns add %s: %s", name, r)
+							}
+							t.Cleanup(func() { nstest.Run(t, nstest.RootUser, "ip", "netns", "del", name) })
+							// An agent in the named namespace: sh and the
+							// peer, run by ip netns exec as root.
+							adir := nstest.TempDir(t)
+							a = &agent{dir: adir}
+							a.proc = e.h.Start(nstest.RootUser, slices.Concat([]string{"ip", "netns", "exec", name}, agentArgv(e.self, adir))...)
+							t.Cleanup(a.exit)
+							a.waitReady(t, 10*time.Second)
+							target = []string{"--netns", name}
+							remove = func() {
+								if r := nstest.Run(t, nstest.RootUser, "ip", "netns", "del", name); r.Code != 0 {
+									t.Fatalf("ip netns del %s: %s", name, r)
+								}
+							}
+							nsPID = a.proc.PID()
+						} else {
+							var sl *nstest.Proc
+							if m.ofNobody {
+								sl = (&env{h: e.h, u: nstest.Nobody}).startSleeper(t)
+							} else {
+								sl = e.startSleeper(t)
+							}
+							nsPID = sl.PID()
+							target = []string{strconv.Itoa(nsPID)}
+							if m.netns {
+								target = []string{"--netns", fmt.Sprintf("/proc/%d/ns/net", nsPID), "--userns", fmt.Sprintf("/proc/%d/ns/user", nsPID)}
+							}
+							remove = func() {
+								_ = sl.Signal(syscall.SIGKILL)
+								if _, ok := sl.Wait(5 * time.Second); !ok {
+									t.Fatalf("sleeper %d: still running 5s after SIGKILL", nsPID)
+								}
+							}
+						}
+						if m.foreground {
+							fg = e.start(t, slices.Concat([]string{"-f"}, args, target)...)
+						} else {
+							r := e.run(t, slices.Concat(args, target)...)
+							mustSucceed(t, "gopasta going to the background", r)
+						}
+						if a == nil {
+							a = e.startAgentIn(t, nsPID)
+						}
+					}
+					var gpPID int
+					err := nstest.WaitFor(10*time.Second, func() (err error) {
+						gpPID, err = nstest.ReadPIDFile(pidFile)
+						return err
+					})
+					if err != nil {
+						t.Fatalf("pid file: %v", err)
+					}
+					nstest.KillOnCleanup(t, gpPID)
+					if !m.attach {
+						if nsPID, err = nsInit(gpPID); err != nil {
+							t.Fatalf("the spawned namespace's init: %v", err)
+						}
+					}
+
+					checkConfined(t, gpPID, wantConfinement(u))
+
+					// The namespace's new listener is picked up (-t/-u
+					// auto) and reached over the TAP and spliced.
+					port := e.staticPort(t)
+					a.serve(t, port)
+					reachableWithin(t, e, "auto", port, 5*time.Second, paths()...)
+					for _, p := range paths() {
+						if err := e.get(p.local, addrPort(p.dst, port), 1<<20, 3); err != nil {
+							t.Errorf("%s: download from the namespace: %v", p.name, err)
+						}
+					}
+					if err := nstest.WaitFor(5*time.Second, func() error { return e.udpEcho(netip.MustParseAddr(peer4), addrPort(ns4, port)) }); err != nil {
+						t.Errorf("UDP echo into the namespace over the TAP: %v", err)
+					}
+					// The namespace to the host: TCP both ways, UDP, DNS
+					// through the gateway to the host's loopback resolver.
+					gw := "192.0.2.254"
+					for _, c := range []string{
+						fmt.Sprintf("put %s:%d 1048576 5", gw, hostPort),
+						fmt.Sprintf("get %s:%d 1048576 6", gw, hostPort),
+						fmt.Sprintf("udp %s:%d", gw, udpPort),
+						dnsCmd(gw + ":53"),
+					} {
+						if _, err := a.do(20*time.Second, strings.Fields(c)...); err != nil {
+							t.Errorf("namespace: %s: %v", c, err)
+						}
+					}
+					// ping, by busybox in the namespace, as its owner.
+					owner := u
+					if m.ofNobody {
+						owner = nstest.Nobody
+					}
+					r := e.h.Run(owner, nsenterArgs(nsPID, "busybox", "ping", "-A", "-c", "2", "-W", "3", gw)...)
+					if m.named {
+						r = e.h.Run(nstest.RootUser, "nsenter", "-t", strconv.Itoa(nsPID), "-n", "busybox", "ping", "-A", "-c", "2", "-W", "3", gw)
+					}
+					if !strings.Contains(r.Stdout, "2 packets received") {
+						t.Errorf("ping %s from the namespace: got %s, want 2 packets received", gw, r)
+					}
+
+					// Still confined after all that, and still alive.
+					checkConfined(t, gpPID, wantConfinement(u))
+
+					// End it: the command exits, or the namespace goes.
+					if !m.attach {
+						a.exit()
+						r, ok := a.proc.Wait(10 * time.Second)
+						if !ok || r.Code != 0 || r.Signaled {
+							t.Errorf("gopasta after its command exited 0: got %s, want exit 0", r)
+						}
+					} else {
+						remove()
+						if fg != nil {
+							r, ok := fg.Wait(5 * time.Second)
+							if !ok || r.Code != 0 || r.Signaled {
+								t.Errorf("gopasta -f after the namespace went: got %s, want exit 0", r)
+							}
+						} else if _, err := nstest.WaitGone(gpPID, 5*time.Second); err != nil {
+							t.Errorf("gopasta in the background after the namespace went: %v", err)
+						}
+						if _, err := os.Stat(pidFile); !os.IsNotExist(err) {
+							t.Errorf("pid file after exit: got %v, want it removed", err)
+						}
+					}
+
+					log, _ := os.ReadFile(logFile)
+					if n := strings.Count(string(log), "gopasta: stats frames_in="); n == 0 {
+						t.Errorf("log %s: got no --stats line, want one a second:\n%s", logFile, log)
+					}
+					if strings.Contains(string(log), "seccomp") || strings.Contains(string(log), "SIGSYS") {
+						t.Errorf("log %s: got a seccomp report, want none:\n%s", logFile, log)
+					}
+					b, err := os.ReadFile(pcap)
+					if err != nil {
+						t.Fatalf("--pcap: %v", err)
+					}
+					if frames, err := readPcap(b); err != nil || len(frames) < 20 {
+						t.Errorf("--pcap: got %d frames (%v), want the traffic's", len(frames), err)
+					}
+				})
+			}
+		})
+	}
+}
+
+// TestSandboxRunAs: --runas picks the identity root drops to; gopasta's
+// own user namespace translates the caller's ids; bad values are one
+// error line and exit 1.
+func TestSandboxRunAs(t *testing.T) {
+	for _, u := range nstest.Users() {
+		t.Run(u.Name, func(t *testing.T) {
+			e := newEnv(t, u, hostSetup{})
+			runAs, want := "4321:4322", confinement{uid: "4321\t4321\t4321\t4321", gid: "4322\t4322\t4322\t4322", capEff: "0000000000000000"}
+			if !u.Root() {
+				// Rootless: the user itself is the only id there is.
+				runAs, want = strconv.Itoa(u.UID)+":"+strconv.Itoa(u.GID), wantConfinement(u)
+			}
+			pidFile := filepath.Join(nstest.TempDir(t), "gopasta.pid")
+			a := e.startAgent(t, "--config-net", "-P", pidFile, "--runas", runAs)
+			pid, err := nstest.ReadPIDFile(pidFile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkConfined(t, pid, want)
+			port := e.staticPort(t)
+			a.serve(t, port)
+			reachableWithin(t, e, "auto", port, 5*time.Second, pathNamed("splice4"))
+			a.exit()
+			if r, ok := a.proc.Wait(10 * time.Second); !ok || r.Code != 0 {
+				t.Errorf("gopasta --runas %s: got %s, want exit 0", runAs, r)
+			}
+
+			for _, bad := range []struct{ value, want string }{
+				{"gopasta-e2e-no-such-user", `no such user "gopasta-e2e-no-such-user"`},
+				{"0:x-gopasta-e2e-no-such-group", `no such group "x-gopasta-e2e-no-such-group"`},
+				{"70000000000", "user ids are 0 to 4294967294"},
+			} {
+				r := e.run(t, "--runas", bad.value, "--", "true")
+				lines := strings.Split(strings.TrimSuffix(r.Stderr, "\n"), "\n")
+				if r.Code != 1 || len(lines) != 1 || !strings.Contains(lines[0], bad.want) {
+					t.Errorf("--runas %s: got exit %d, stderr %q; want exit 1 and one line with %q", bad.value, r.Code, r.Stderr, bad.want)
+				}
+			}
+			if !u.Root() {
+				// Ids other than the user's own are not there to become.
+				r := e.run(t, "--runas", "4321", "--", "true")
+				lines := strings.Split(strings.TrimSuffix(r.Stderr, "\n"), "\n")
+				if r.Code != 1 || len(lines) != 1 || !strings.Contains(lines[0], "not mapped") {
+					t.Errorf("rootless --runas 4321: got exit %d, stderr %q; want exit 1 and one line saying it is not mapped", r.Code, r.Stderr)
+				}
+			}
+		})
+	}
+}
+
+// TestSandboxInheritedFds: a descriptor leaked by whoever started gopasta
+// is closed before anything runs (the traffic-carrying process holds no
+// descriptor to a file of the host but its log, pcap and pid directory).
+func TestSandboxInheritedFds(t *testing.T) {
+	for _, u := range nstest.Users() {
+		t.Run(u.Name, func(t *testing.T) {
+			e := newEnv(t, u, hostSetup{})
+			dir := nstest.TempDir(t)
+			pidFile := filepath.Join(dir, "gopasta.pid")
+			leaked := filepath.Join(dir, "leaked")
+			if err := os.WriteFile(leaked, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			script := "exec 7<" + leaked + "; exec " + shellJoin(e.gopasta("--config-net", "-P", pidFile, "--", "sleep", "30"))
+			p := e.h.Start(u, "sh", "-c", script)
+			t.Cleanup(func() { _ = p.Signal(syscall.SIGKILL) })
+			var pid int
+			if err := nstest.WaitFor(10*time.Second, func() (err error) { pid, err = nstest.ReadPIDFile(pidFile); return err }); err != nil {
+				t.Fatalf("pid file: %v", err)
+			}
+			nstest.KillOnCleanup(t, pid)
+			checkConfined(t, pid, wantConfinement(u))
+			fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, fd := range fds {
+				target, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
+				if target == leaked {
+					t.Errorf("gopasta pid %d: fd %s is the leaked %s, want it closed", pid, fd.Name(), leaked)
+				}
+				// Left open on purpose: /proc tables and sysctls read at
+				// run time (auto forwarding, the namespace watch).
+				if strings.HasPrefix(target, "/") && !strings.HasPrefix(target, "/dev/") && !strings.HasPrefix(target, "/proc/") && !strings.HasPrefix(target, dir) {
+					t.Errorf("gopasta pid %d: fd %s names host file %s, want none", pid, fd.Name(), target)
+				}
+			}
+		})
+	}
 }

@@ -59,6 +59,13 @@ func Run(cfg *config.Config) (int, error) {
 		}
 	}
 
+	// A --runas that cannot be applied later fails now, in one line.
+	if cfg.RunAs != nil {
+		if err := sandbox.CheckRunAs(&sandbox.RunAs{UID: cfg.RunAs.UID, GID: cfg.RunAs.GID}, ns.InReexecUserNS()); err != nil {
+			return 1, err
+		}
+	}
+
 	// Attach mode goes to the background once ready, unless -f. The
 	// foreground copy only relays the outcome of the set-up.
 	var bg *background

@@ -44,6 +44,7 @@ var allowlist = []rule{
 	// wake-ups), timerfds, the log, the pcap file, the spawn control pipe.
 	{name: "read", why: "TAP frames, eventfds, timerfds, inotify, the Go runtime's poller wake-up"},
 	{name: "write", why: "TAP frames, eventfds, the log and pcap files, the spawn control pipe"},
+	{name: "readv", why: "vhost-net mode: frames read from the TAP into ring buffers (RX by read, the default)"},
 	{name: "pread64", why: "files opened before the sandbox, re-read from the start: /proc/PID/stat (namespace watch), the ephemeral port range, /proc net tables"},
 	{name: "close", why: "ending flows, connections, listeners and splice pipes"},
 	{name: "ftruncate", why: "the log file's in-place rotation (--log-size)"},
@@ -71,7 +72,7 @@ var allowlist = []rule{
 	{name: "splice", why: "the loopback fast path: socket to pipe to socket"},
 	{name: "pipe2", why: "new splice pipes when the pool is empty"},
 	{name: "fcntl", why: "O_NONBLOCK on new sockets; splice pipe sizes; a listener's twin for a rule the control socket moves (F_DUPFD_CLOEXEC)", args: fcntlArgs},
-	{name: "ioctl", why: "the terminal's foreground group when forwarding SIGINT; the seccomp supervisor", args: ioctlArgs},
+	{name: "ioctl", why: "the terminal's foreground group when forwarding SIGINT; vhost-net's queues detached at exit; the seccomp supervisor", args: ioctlArgs},
 
 	// Event loops, timers, waiting.
 	{name: "epoll_ctl", why: "adding and removing flows and listeners in the event loops"},
@@ -153,7 +154,12 @@ func fcntlArgs(*filterParams) [][]seccomp.Condition {
 var ioctlRequests = []uint64{
 	unix.TIOCGPGRP,
 	unix.SECCOMP_IOCTL_NOTIF_RECV, unix.SECCOMP_IOCTL_NOTIF_SEND,
+	vhostNetSetBackend,
 }
+
+// vhostNetSetBackend is VHOST_NET_SET_BACKEND, _IOW(0xAF, 0x30, struct
+// vhost_vring_file): vhost-net's queues are detached from the TAP at exit.
+const vhostNetSetBackend = 0x4008af30
 
 func ioctlArgs(*filterParams) [][]seccomp.Condition {
 	var out [][]seccomp.Condition

@@ -77,6 +77,16 @@ func Check() error {
 	return nil
 }
 
+// CheckRunAs reports early, before any set-up, whether --runas can be
+// applied later: rootless, only the user's own ids are there to become.
+func CheckRunAs(runAs *RunAs, runAsInParent bool) error {
+	if runAs == nil {
+		return nil
+	}
+	_, err := chooseIdentity(runAs, runAsInParent)
+	return err
+}
+
 // Options describe the run being confined.
 type Options struct {
 	// RunAs is --runas; nil for the default identity.
