@@ -438,3 +438,99 @@ func TestSandboxInheritedFds(t *testing.T) {
 		})
 	}
 }
+
+// TestSandboxSignals: signals gopasta receives reach the command through
+// the namespace's init once gopasta is confined, including a root command
+// under a gopasta that dropped to nobody (kill(2) is refused there; the
+// control pipe is not), and gopasta exits with the command's status.
+func TestSandboxSignals(t *testing.T) {
+	for _, u := range nstest.Users() {
+		t.Run(u.Name, func(t *testing.T) {
+			for _, sig := range []struct {
+				sig  syscall.Signal
+				name string
+				want int
+			}{{syscall.SIGINT, "INT", 42}, {syscall.SIGTERM, "TERM", 43}, {syscall.SIGHUP, "HUP", 44}} {
+				t.Run(sig.name, func(t *testing.T) {
+					e := newEnv(t, u, hostSetup{})
+					dir := nstest.TempDir(t)
+					pidFile, ready := filepath.Join(dir, "gopasta.pid"), filepath.Join(dir, "ready")
+					script := fmt.Sprintf("trap 'exit %d' %s; touch %s; while :; do sleep 0.1; done", sig.want, sig.name, ready)
+					p := e.start(t, "--config-net", "-P", pidFile, "--", "sh", "-c", script)
+					t.Cleanup(func() { _ = p.Signal(syscall.SIGKILL) })
+					var pid int
+					err := nstest.WaitFor(10*time.Second, func() (err error) {
+						if _, err = os.Stat(ready); err != nil {
+							return err
+						}
+						pid, err = nstest.ReadPIDFile(pidFile)
+						return err
+					})
+					if err != nil {
+						t.Fatalf("command not running: %v", err)
+					}
+					checkConfined(t, pid, wantConfinement(u))
+					// To the process we started: rootless, that forwards
+					// to the confined copy, which forwards to the init.
+					if err := p.Signal(sig.sig); err != nil {
+						t.Fatal(err)
+					}
+					r, ok := p.Wait(10 * time.Second)
+					if !ok || r.Code != sig.want || r.Signaled {
+						t.Errorf("gopasta after SIG%s: got %s, want exit %d", sig.name, r, sig.want)
+					}
+				})
+			}
+		})
+	}
+}
+
+// TestSandboxLogRotation: --log-size rotates the log in place (ftruncate
+// on the descriptor opened before the sandbox) while gopasta is confined;
+// the lines come from control socket updates, each of which lists its
+// rules, and the socket is removed at exit through its directory.
+func TestSandboxLogRotation(t *testing.T) {
+	for _, u := range nstest.Users() {
+		t.Run(u.Name, func(t *testing.T) {
+			e := newEnv(t, u, hostSetup{})
+			c := newCtl(t, e)
+			dir := nstest.TempDir(t)
+			pidFile, logFile := filepath.Join(dir, "gopasta.pid"), filepath.Join(dir, "gopasta.log")
+			a := e.startAgent(t, "--config-net", "-P", pidFile, "-l", logFile, "--log-size", "40960", "-c", c.sock, "-t", "none", "-u", "none")
+			pid, err := nstest.ReadPIDFile(pidFile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkConfined(t, pid, wantConfinement(u))
+			// 100 rules (every other port) are a hundred log lines.
+			var ports []string
+			for p := 20001; p < 20200; p += 2 {
+				ports = append(ports, strconv.Itoa(p))
+			}
+			spec := strings.Join(ports, ",")
+			err = nstest.WaitFor(30*time.Second, func() error {
+				c.must(t, "-t", spec)
+				c.must(t, "-t", "none")
+				b, _ := os.ReadFile(logFile)
+				if !strings.Contains(string(b), "truncated") {
+					return fmt.Errorf("no rotation yet (%d bytes)", len(b))
+				}
+				return nil
+			})
+			if err != nil {
+				t.Errorf("log %s: %v", logFile, err)
+			}
+			if fi, err := os.Stat(logFile); err != nil || fi.Size() > 40960 {
+				t.Errorf("log %s: got %v bytes (%v), want at most 40960", logFile, fi.Size(), err)
+			}
+			checkConfined(t, pid, wantConfinement(u))
+			a.exit()
+			if r, ok := a.proc.Wait(10 * time.Second); !ok || r.Code != 0 || r.Signaled {
+				t.Errorf("gopasta: got %s, want exit 0", r)
+			}
+			if _, err := os.Lstat(c.sock); !os.IsNotExist(err) {
+				t.Errorf("control socket after exit: got %v, want it removed", err)
+			}
+		})
+	}
+}

@@ -69,6 +69,8 @@ func child(role string) int {
 			return 4
 		}
 		return forbidden(arg)
+	case "bench":
+		return benchChild(arg)
 	case "inherited":
 		keep, _ := strconv.Atoi(arg)
 		CloseInherited(keep)
@@ -330,6 +332,11 @@ func TestAllowlistNames(t *testing.T) {
 			seen[r.name] = true
 			if len(r.why) < 10 {
 				t.Errorf("%s: %q: say why it is needed", a.goarch, r.name)
+			}
+		}
+		for _, h := range hot {
+			if !seen[h] {
+				t.Errorf("%s: hot call %q is not in the allowlist", a.goarch, h)
 			}
 		}
 		for _, never := range []string{"execve", "execveat", "openat", "open", "ptrace", "mount", "chroot",
