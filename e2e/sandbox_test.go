@@ -165,6 +165,10 @@ func TestSandbox(t *testing.T) {
 		// ofNobody: the namespace belongs to uid 65534 (root only):
 		// root attaching to it keeps working once it is nobody itself.
 		ofNobody bool
+		// inUserNS: gopasta runs inside the namespace's user namespace,
+		// as podman runs pasta: root there, whoever it is outside, it
+		// stays who it is (as pasta) and keeps CAP_NET_BIND_SERVICE.
+		inUserNS bool
 	}
 	modes := []mode{
 		{name: "spawn"},
@@ -173,6 +177,7 @@ func TestSandbox(t *testing.T) {
 		{name: "netns-userns-background", attach: true, netns: true},
 		{name: "netns-name-foreground", attach: true, foreground: true, named: true},
 		{name: "pid-of-nobody-background", attach: true, ofNobody: true},
+		{name: "podman-style-background", attach: true, netns: true, inUserNS: true},
 	}
 	for _, u := range nstest.Users() {
 		t.Run(u.Name, func(t *testing.T) {
@@ -230,6 +235,9 @@ func TestSandbox(t *testing.T) {
 							if m.netns {
 								target = []string{"--netns", fmt.Sprintf("/proc/%d/ns/net", nsPID), "--userns", fmt.Sprintf("/proc/%d/ns/user", nsPID)}
 							}
+							if m.inUserNS {
+								target = []string{"--netns", fmt.Sprintf("/proc/%d/ns/net", nsPID)}
+							}
 							remove = func() {
 								_ = sl.Signal(syscall.SIGKILL)
 								if _, ok := sl.Wait(5 * time.Second); !ok {
@@ -239,6 +247,10 @@ func TestSandbox(t *testing.T) {
 						}
 						if m.foreground {
 							fg = e.start(t, slices.Concat([]string{"-f"}, args, target)...)
+						} else if m.inUserNS {
+							launcher := []string{"nsenter", "-t", strconv.Itoa(nsPID), "-U", "--preserve-credentials", "--"}
+							r := e.runArgv(t, slices.Concat(launcher, e.gopasta(slices.Concat(args, target)...))...)
+							mustSucceed(t, "gopasta going to the background", r)
 						} else {
 							r := e.run(t, slices.Concat(args, target)...)
 							mustSucceed(t, "gopasta going to the background", r)
@@ -262,7 +274,12 @@ func TestSandbox(t *testing.T) {
 						}
 					}
 
-					checkConfined(t, gpPID, wantConfinement(u))
+					want := wantConfinement(u)
+					if m.inUserNS {
+						id := strconv.Itoa(u.UID)
+						want = confinement{uid: strings.Repeat(id+"\t", 3) + id, gid: strings.Repeat(id+"\t", 3) + id, capEff: "0000000000000400"}
+					}
+					checkConfined(t, gpPID, want)
 
 					// The namespace's new listener is picked up (-t/-u
 					// auto) and reached over the TAP and spliced.
@@ -304,7 +321,7 @@ func TestSandbox(t *testing.T) {
 					}
 
 					// Still confined after all that, and still alive.
-					checkConfined(t, gpPID, wantConfinement(u))
+					checkConfined(t, gpPID, want)
 
 					// End it: the command exits, or the namespace goes.
 					if !m.attach {
@@ -530,6 +547,51 @@ func TestSandboxLogRotation(t *testing.T) {
 			}
 			if _, err := os.Lstat(c.sock); !os.IsNotExist(err) {
 				t.Errorf("control socket after exit: got %v, want it removed", err)
+			}
+		})
+	}
+}
+
+// TestVhostSandbox (in the vmtest guest, which has /dev/vhost-net): with
+// --vhost=on the process that carries the traffic is confined as in
+// TestSandbox while 10 MiB go each way through vhost-net.
+func TestVhostSandbox(t *testing.T) {
+	for _, u := range guestUsers {
+		t.Run(u.name, func(t *testing.T) {
+			if !inGuest(t) {
+				return
+			}
+			h := newGuestHost(t)
+			dir, err := os.MkdirTemp("", "gopasta-sandbox-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.RemoveAll(dir) })
+			if err := os.Chmod(dir, 0o777); err != nil {
+				t.Fatal(err)
+			}
+			pidFile := filepath.Join(dir, "gopasta.pid")
+			cmds := putGet(h.tcp.Addr().String())
+			// The command lingers after the transfers so that the
+			// process can be read while it still runs.
+			script := shellJoin(selfPeer(t, cmds...)) + "; sleep 2"
+			done := make(chan guestRun, 1)
+			go func() {
+				done <- guestGopasta(t, u, []string{"--vhost=on", "--config-net", "-P", pidFile}, []string{"sh", "-c", script})
+			}()
+			var pid int
+			err = nstest.WaitFor(60*time.Second, func() (err error) { pid, err = nstest.ReadPIDFile(pidFile); return err })
+			if err != nil {
+				t.Fatalf("pid file: %v", err)
+			}
+			want := wantConfinement(nstest.User{UID: u.uid, GID: u.uid})
+			checkConfined(t, pid, want)
+			r := <-done
+			if !r.done(cmds...) {
+				t.Fatalf("got %v, want 10 MiB each way verified", r)
+			}
+			if strings.Contains(r.stderr, "seccomp") {
+				t.Errorf("a seccomp report: %s", r.stderr)
 			}
 		})
 	}
