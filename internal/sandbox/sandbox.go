@@ -4,8 +4,8 @@
 //
 // # Theory of operation
 //
-// Set-up needs privileges and files: joining namespaces, opening the TAP
-// and /dev/net/tun, /dev/vhost-net, binding forwarded ports, reading
+// Set-up needs privileges and files: joining namespaces, creating the TAP
+// through /dev/net/tun, opening /dev/vhost-net, binding forwarded ports, reading
 // /etc/resolv.conf, opening the log, pcap and pid files. Running needs
 // neither: every descriptor is open, namespace-side sockets are created by
 // a thread that joined the namespace during set-up and never leaves it, and
@@ -22,14 +22,18 @@
 //     (identity.go: --runas, else nobody for root of the initial user
 //     namespace, else unchanged), sets the effective and permitted sets to
 //     what is kept (CAP_NET_BIND_SERVICE in a user namespace of our own,
-//     nothing in the initial one), no_new_privs and non-dumpable, on every
-//     thread (caps.go), and reads it all back.
+//     nothing in the initial one) and the inheritable set to nothing, sets
+//     no_new_privs and non-dumpable, on every thread (caps.go), and reads
+//     it all back.
 //  4. Installs the seccomp allowlist on every thread (seccomp.go,
 //     allowlist.go).
 //
-// Any failure is an error: gopasta never serves unconfined. The one
-// exception is what the kernel lacks: Landlock is used where it exists;
-// the empty root and seccomp are required.
+// Any failure is an error: gopasta never serves unconfined. The exceptions
+// are what the kernel or the caller lack and the rest makes up for:
+// Landlock is used where the kernel has it, and the bounding set is only
+// emptied with CAP_SETPCAP (it matters across execve(2), which the filter
+// forbids and no_new_privs neuters). The empty root, the identity, the
+// capabilities and seccomp are required.
 //
 // docs/security.md compares the result with pasta, mode by mode.
 package sandbox
@@ -126,21 +130,20 @@ type Sandbox struct {
 	Report  Report
 }
 
-// Report says what Apply achieved.
+// Report says what Apply achieved beyond what it always does (an empty
+// root, no_new_privs, empty ambient and inheritable sets).
 type Report struct {
 	UID, GID    int
 	Caps        uint64 // effective = permitted
-	Bounding    bool   // bounding set emptied
+	Bounding    bool   // bounding set emptied (false without CAP_SETPCAP)
 	Landlock    int    // ABI used, 0 none
 	Seccomp     string // kill, report or log
-	EmptyRoot   bool
-	NoNewPrivs  bool
-	SyscallsLen int // allowlist entries for this architecture
+	SyscallsLen int    // allowlist entries for this architecture
 }
 
 func (r Report) String() string {
-	return fmt.Sprintf("uid=%d gid=%d caps=%#x bounding-cleared=%t no-new-privs=%t root=empty landlock=%s seccomp=%s (%d calls)",
-		r.UID, r.GID, r.Caps, r.Bounding, r.NoNewPrivs, landlockString(r.Landlock), r.Seccomp, r.SyscallsLen)
+	return fmt.Sprintf("uid=%d gid=%d caps=%#x bounding-cleared=%t no-new-privs=true root=empty landlock=%s seccomp=%s (%d calls)",
+		r.UID, r.GID, r.Caps, r.Bounding, landlockString(r.Landlock), r.Seccomp, r.SyscallsLen)
 }
 
 func landlockString(abi int) string {
@@ -264,8 +267,7 @@ func Apply(o Options) (*Sandbox, error) {
 
 	sb.Report = Report{
 		UID: id.uid, GID: id.gid, Caps: uint64(keep), Bounding: bounding,
-		Landlock: abi, Seccomp: eff.String(), EmptyRoot: true, NoNewPrivs: true,
-		SyscallsLen: len(forArch(runtime.GOARCH)),
+		Landlock: abi, Seccomp: eff.String(), SyscallsLen: len(forArch(runtime.GOARCH)),
 	}
 	log.Debug("sandbox: " + sb.Report.String())
 	if eff == modeLog {

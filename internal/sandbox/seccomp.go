@@ -25,11 +25,16 @@ package sandbox
 // The supervisor allocates nothing and takes no lock after start: the
 // offending thread may hold any lock of the runtime. Its own calls (ioctl,
 // write, tgkill, nanosleep, exit_group) are on the list, or it would wait
-// for itself. A notification listener needs SECCOMP_FILTER_FLAG_TSYNC_ESRCH
-// to be combined with TSYNC (Linux 5.7); older kernels get
-// SECCOMP_RET_TRAP in report mode instead, which crashes with a Go stack
-// trace and the registers (the call number is in rax on amd64, x8 on
-// arm64), and cannot do log mode.
+// for itself. It still needs a processor (a Go P) to return from its
+// ioctl: should the offending call be a raw one (made without giving up
+// its P) and a garbage collection's stop-the-world begin before the report,
+// the process hangs instead of crashing; docs/security.md says so.
+//
+// A notification listener needs SECCOMP_FILTER_FLAG_TSYNC_ESRCH to be
+// combined with TSYNC (Linux 5.7); older kernels get SECCOMP_RET_TRAP in
+// report mode instead, which crashes with a Go stack trace and the
+// registers (the call number is in rax on amd64, x8 on arm64), and cannot
+// do log mode.
 
 import (
 	"fmt"
