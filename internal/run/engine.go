@@ -135,7 +135,7 @@ func startEngine(ctx context.Context, cfg *config.Config, dl *dataLink, es engin
 		close(done.done)
 	}()
 	if cfg.Stats > 0 {
-		go logStats(ctx, e, cfg.Stats, log)
+		go every(ctx, cfg.Stats, func() { logStats(e, log) })
 	}
 	return e, done, closePcap, nil
 }
@@ -147,23 +147,28 @@ type engineRun struct {
 	err  error
 }
 
-// logStats prints the engine's counters every interval (--stats).
-func logStats(ctx context.Context, e *fwd.Engine, every time.Duration, log *slog.Logger) {
-	t := time.NewTicker(every)
+// logStats prints the engine's counters (--stats).
+func logStats(e *fwd.Engine, log *slog.Logger) {
+	s := e.Stats()
+	var drops uint64
+	for _, d := range s.Drops {
+		drops += d
+	}
+	log.Info("stats", "frames_in", s.FramesIn, "frames_out", s.FramesOut,
+		"bytes_in", s.BytesIn, "bytes_out", s.BytesOut, "drops", drops,
+		"tcp", s.FlowsTCP, "udp", s.FlowsUDP, "icmp", s.FlowsICMP)
+}
+
+// every calls fn every interval until ctx ends (--stats).
+func every(ctx context.Context, interval time.Duration, fn func()) {
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			s := e.Stats()
-			var drops uint64
-			for _, d := range s.Drops {
-				drops += d
-			}
-			log.Info("stats", "frames_in", s.FramesIn, "frames_out", s.FramesOut,
-				"bytes_in", s.BytesIn, "bytes_out", s.BytesOut, "drops", drops,
-				"tcp", s.FlowsTCP, "udp", s.FlowsUDP, "icmp", s.FlowsICMP)
+			fn()
 		}
 	}
 }

@@ -209,23 +209,12 @@ func (dl *dataLink) Close() error {
 }
 
 // startStats logs the vhost counters every interval (--stats), next to the
-// engine's own line (wire.go's logStats). Nothing to do without vhost.
-func (dl *dataLink) startStats(ctx context.Context, every time.Duration) {
-	if dl.vh == nil || every <= 0 {
+// engine's own line (logStats). Nothing to do without vhost.
+func (dl *dataLink) startStats(ctx context.Context, interval time.Duration) {
+	if dl.vh == nil || interval <= 0 {
 		return
 	}
-	go func() {
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				dl.logVhostStats("vhost stats")
-			}
-		}
-	}()
+	go every(ctx, interval, func() { dl.logVhostStats("vhost stats") })
 }
 
 func (dl *dataLink) logVhostStats(msg string) {
