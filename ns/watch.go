@@ -199,6 +199,11 @@ func startWatch(ctx context.Context, gone func() bool, wake *os.File, isPidfd bo
 			case <-tick.C:
 			case <-woken:
 			}
+			// Both may be ready at once, and select picks at random: a
+			// cancelled watch never fires.
+			if ctx.Err() != nil {
+				return
+			}
 			if gone() {
 				close(w.gone)
 				return
