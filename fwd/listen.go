@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gopasta/gopasta/internal/header"
+	"github.com/gopasta/gopasta/internal/slots"
 	"github.com/gopasta/gopasta/internal/sock"
 )
 
@@ -91,8 +92,7 @@ type listener struct {
 // listenTable is the engine's listener state (Engine.lst).
 type listenTable struct {
 	mu   sync.Mutex
-	ls   []listener
-	free []int32
+	ls   slots.Table[listener]
 	hook SpliceHook
 	shut bool // the engine closed: no more listeners
 	acc  sock.Acceptor
@@ -153,21 +153,15 @@ func (e *Engine) AddListener(l Listener) (ListenerID, error) {
 		t.peers = make([]netip.AddrPort, udpBatch)
 		t.hand = make([]SpliceConn, 0, udpBatch)
 	}
-	var slot int32
-	if n := len(t.free); n > 0 {
-		slot, t.free = t.free[n-1], t.free[:n-1]
-	} else {
-		slot = int32(len(t.ls))
-		t.ls = append(t.ls, listener{})
-	}
-	s := &t.ls[slot]
-	gen := s.gen + 1
+	slot, old := t.ls.Take()
+	s := &t.ls.Items[slot]
+	gen := old.gen + 1
 	l.ToAddr = l.ToAddr.Unmap()
 	*s = listener{Listener: l, gen: gen, active: true}
 	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: tagListenBase - slot, Pad: int32(gen)}
 	if err := unix.EpollCtl(e.epfd, unix.EPOLL_CTL_ADD, l.Fd, &ev); err != nil {
 		s.active = false
-		t.free = append(t.free, slot)
+		t.ls.Release(slot)
 		unix.Close(l.Fd)
 		return 0, fmt.Errorf("fwd: epoll_ctl add listener: %w", err)
 	}
@@ -181,10 +175,10 @@ func (e *Engine) RemoveListener(id ListenerID) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	slot := id.slot()
-	if slot < 0 || int(slot) >= len(t.ls) {
+	if slot < 0 || int(slot) >= len(t.ls.Items) {
 		return
 	}
-	s := &t.ls[slot]
+	s := &t.ls.Items[slot]
 	if !s.active || s.gen != id.gen() {
 		return
 	}
@@ -192,13 +186,13 @@ func (e *Engine) RemoveListener(id ListenerID) {
 }
 
 func (t *listenTable) closeSlot(e *Engine, slot int32) {
-	s := &t.ls[slot]
+	s := &t.ls.Items[slot]
 	if e.epfd > 0 {
 		unix.EpollCtl(e.epfd, unix.EPOLL_CTL_DEL, s.Fd, nil)
 	}
 	unix.Close(s.Fd)
 	s.active = false
-	t.free = append(t.free, slot)
+	t.ls.Release(slot)
 }
 
 // closeListeners closes every listener (Engine.Close).
@@ -207,8 +201,8 @@ func (e *Engine) closeListeners() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.shut = true
-	for i := range t.ls {
-		if t.ls[i].active {
+	for i := range t.ls.Items {
+		if t.ls.Items[i].active {
 			t.closeSlot(e, int32(i))
 		}
 	}
@@ -218,7 +212,7 @@ func (e *Engine) closeListeners() {
 func (e *Engine) ListenerCount() int {
 	e.lst.mu.Lock()
 	defer e.lst.mu.Unlock()
-	return len(e.lst.ls) - len(e.lst.free)
+	return e.lst.ls.Used()
 }
 
 // listenEvent handles an epoll event of a listener (tag <= tagListenBase).
@@ -227,10 +221,10 @@ func (e *Engine) listenEvent(tag int32, gen uint32) {
 	slot := tagListenBase - tag
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if int(slot) >= len(t.ls) {
+	if int(slot) >= len(t.ls.Items) {
 		return
 	}
-	l := &t.ls[slot]
+	l := &t.ls.Items[slot]
 	if !l.active || l.gen != gen {
 		return
 	}

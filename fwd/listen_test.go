@@ -62,6 +62,14 @@ func tcpOf(t *testing.T, b []byte) (parsed, header.TCP) {
 	return p, header.TCP(p.l4)
 }
 
+// runEngine runs e until the test ends.
+func runEngine(t *testing.T, e *Engine) {
+	ctx, cancel := testContext(t)
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
 // TestListenerTCPToTap: a host connection on a forwarded port becomes a
 // SYN into the namespace from the mapped peer, and once the namespace
 // answers, the bytes the host peer sent arrive as data — including when
@@ -72,10 +80,7 @@ func TestListenerTCPToTap(t *testing.T) {
 	if _, err := e.AddListener(Listener{Fd: fd, ToAddr: netip.MustParseAddr("10.0.2.100"), ToPort: 80, Local: netip.AddrPortFrom(loop4, port)}); err != nil {
 		t.Fatalf("AddListener: %v", err)
 	}
-	ctx, cancel := testContext(t)
-	done := make(chan error, 1)
-	go func() { done <- e.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	runEngine(t, e)
 
 	c, err := net.DialTimeout("tcp4", netip.AddrPortFrom(loop4, port).String(), 2*time.Second)
 	if err != nil {
@@ -120,10 +125,7 @@ func TestListenerUDPToTap(t *testing.T) {
 	if _, err := e.AddListener(Listener{Fd: fd, UDP: true, ToAddr: netip.MustParseAddr("10.0.2.100"), ToPort: 53, Local: netip.AddrPortFrom(loop4, port)}); err != nil {
 		t.Fatalf("AddListener: %v", err)
 	}
-	ctx, cancel := testContext(t)
-	done := make(chan error, 1)
-	go func() { done <- e.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	runEngine(t, e)
 
 	c, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(loop4, port)))
 	if err != nil {
@@ -174,10 +176,7 @@ func TestListenerSpliceHook(t *testing.T) {
 	if err != nil {
 		t.Fatalf("AddListener: %v", err)
 	}
-	ctx, cancel := testContext(t)
-	done := make(chan error, 1)
-	go func() { done <- e.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	runEngine(t, e)
 
 	c, err := net.DialTimeout("tcp4", netip.AddrPortFrom(loop4, port).String(), 2*time.Second)
 	if err != nil {

@@ -27,10 +27,7 @@ func TestListenerSpliceUDPBursts(t *testing.T) {
 		Local: netip.AddrPortFrom(loop4, port)}); err != nil {
 		t.Fatalf("AddListener: %v", err)
 	}
-	ctx, cancel := testContext(t)
-	done := make(chan error, 1)
-	go func() { done <- e.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	runEngine(t, e)
 
 	const bursts, count = 50, 3 * udpBatch
 	for b := range bursts {

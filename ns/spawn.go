@@ -124,21 +124,11 @@ func Spawn(cfg SpawnConfig) (*Child, error) {
 	// Pdeathsig fires when the forking OS *thread* exits, not the process.
 	// Fork from a locked goroutine that stays alive until the init is
 	// reaped, so a thread discarded by the runtime never kills the child.
-	started := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		werr := cmd.Wait()
+	err = startLocked(cmd, func(werr error) {
 		c.status, c.err = exitStatus(cmd.ProcessState, werr)
 		ctlW.Close()
 		close(c.done)
-	}()
-	err = <-started
+	})
 	ctlR.Close()
 	if err != nil {
 		ctlW.Close()
@@ -347,6 +337,25 @@ func init() { os.Unsetenv(envUserNS) }
 // ReexecInUserNS, i.e. root in a user namespace of its own.
 func InReexecUserNS() bool { return inReexecUserNS }
 
+// startLocked starts cmd from a goroutine locked to its OS thread, which
+// stays alive until cmd is reaped and then calls exited with Wait's
+// result: Pdeathsig follows the thread that forked, so a thread the
+// runtime discarded would kill the child. It returns Start's error.
+func startLocked(cmd *exec.Cmd, exited func(werr error)) error {
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		exited(cmd.Wait())
+	}()
+	return <-started
+}
+
 // ReexecInUserNS runs gopasta again, with the same arguments and standard
 // streams, in a new user namespace where it is root (uid_map "0 UID 1",
 // gid_map "0 GID 1", setgroups denied; every id mapped to itself when we
@@ -385,21 +394,11 @@ func ReexecInUserNS() (status int, err error) {
 	signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT)
 	defer signal.Stop(sigs)
 
-	started := make(chan error, 1)
 	done := make(chan struct{})
-	go func() { // locked for Pdeathsig, as in Spawn
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		werr := cmd.Wait()
+	if err := startLocked(cmd, func(werr error) {
 		status, err = exitStatus(cmd.ProcessState, werr)
 		close(done)
-	}()
-	if err := <-started; err != nil {
+	}); err != nil {
 		return 0, fmt.Errorf("ns: re-execute in a user namespace: %w%s", err, spawnHint(err))
 	}
 	ttys := []*os.File{os.Stdin, os.Stdout, os.Stderr}

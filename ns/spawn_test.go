@@ -31,6 +31,25 @@ func (s *spawned) output() string {
 	return s.out.String()
 }
 
+// waitOutput waits up to 5 s for the command to print want (output waits
+// for the end of it instead).
+func (s *spawned) waitOutput(t *testing.T, want string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		s.mu.Lock()
+		ok := strings.Contains(s.out.String(), want)
+		s.mu.Unlock()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("command did not print %q within 5s", want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // spawnT spawns argv with output captured and registers cleanup by PID.
 func spawnT(t *testing.T, cfg SpawnConfig) *spawned {
 	t.Helper()
@@ -197,19 +216,7 @@ func TestSpawnSignalForwarding(t *testing.T) {
 			if err := s.Release(); err != nil {
 				t.Fatal(err)
 			}
-			deadline := time.Now().Add(5 * time.Second)
-			for {
-				s.mu.Lock()
-				ready := strings.Contains(s.out.String(), "ready")
-				s.mu.Unlock()
-				if ready {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatal("command did not start within 5s")
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+			s.waitOutput(t, "ready")
 			time.Sleep(100 * time.Millisecond) // let sh exec sleep
 			start := time.Now()
 			if err := s.Signal(tc.sig); err != nil {
@@ -372,19 +379,7 @@ func TestSpawnInitIgnoresDirectSignals(t *testing.T) {
 	if err := s.Release(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		s.mu.Lock()
-		ready := strings.Contains(s.out.String(), "ready")
-		s.mu.Unlock()
-		if ready {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("command did not start within 5s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	s.waitOutput(t, "ready")
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGPIPE} {
 		if err := syscall.Kill(s.Pid, sig); err != nil {
 			t.Fatalf("kill init: %v", err)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gopasta/gopasta/internal/slots"
 )
 
 // Event tags: the 64-bit epoll data holds the slot index (Fd) and kind,
@@ -93,10 +95,8 @@ type Forwarder struct {
 	// has returned) touches it.
 	events   []unix.EpollEvent
 	spare    []pendingAdd
-	tcp      []tcpConn
-	tcpFree  []int
-	udp      []udpFlow
-	udpFree  []int
+	tcp      slots.Table[tcpConn]
+	udp      slots.Table[udpFlow]
 	again    []int // TCP slots whose pump ran out of budget
 	again2   []int
 	now      int64 // nanoseconds since base, refreshed each cycle
@@ -306,17 +306,17 @@ func (f *Forwarder) cycle(events []unix.EpollEvent) {
 		case kindListen:
 			f.listenEvent(slot, gen)
 		case kindTCP:
-			if c := &f.tcp[slot]; c.active && c.gen == gen {
+			if c := &f.tcp.Items[slot]; c.active && c.gen == gen {
 				f.tcpEvent(slot, side, ev.Events)
 			}
 		case kindUDP:
-			if u := &f.udp[slot]; u.active && u.gen == gen {
+			if u := &f.udp.Items[slot]; u.active && u.gen == gen {
 				f.udpEvent(slot, side, ev.Events)
 			}
 		}
 	}
 	for _, slot := range redo {
-		c := &f.tcp[slot]
+		c := &f.tcp.Items[slot]
 		c.queued = false
 		if c.active {
 			f.tcpPump(slot)
@@ -362,8 +362,8 @@ func (f *Forwarder) tick() {
 	f.now = int64(time.Since(f.base))
 	need := false
 	if f.opts.IdleTimeout > 0 {
-		for slot := range f.tcp {
-			c := &f.tcp[slot]
+		for slot := range f.tcp.Items {
+			c := &f.tcp.Items[slot]
 			if !c.active {
 				continue
 			}
@@ -374,8 +374,8 @@ func (f *Forwarder) tick() {
 			}
 		}
 	}
-	for slot := range f.udp {
-		u := &f.udp[slot]
+	for slot := range f.udp.Items {
+		u := &f.udp.Items[slot]
 		if !u.active {
 			continue
 		}
@@ -426,13 +426,13 @@ func (f *Forwarder) Close() error {
 		f.pool.put(p.pipes[1])
 		f.release(p.kind)
 	}
-	for slot := range f.tcp {
-		if f.tcp[slot].active {
+	for slot := range f.tcp.Items {
+		if f.tcp.Items[slot].active {
 			f.tcpClose(slot, false)
 		}
 	}
-	for slot := range f.udp {
-		if f.udp[slot].active {
+	for slot := range f.udp.Items {
+		if f.udp.Items[slot].active {
 			f.udpClose(slot)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gopasta/gopasta/internal/slots"
 	"github.com/gopasta/gopasta/internal/sock"
 )
 
@@ -76,10 +77,9 @@ type listener struct {
 }
 
 type listenTable struct {
-	mu   sync.Mutex
-	ls   []listener
-	free []int32
-	acc  sock.Acceptor
+	mu  sync.Mutex
+	ls  slots.Table[listener]
+	acc sock.Acceptor
 
 	// Scratch for UDP listener reads.
 	names []unix.RawSockaddrAny
@@ -130,22 +130,16 @@ func (f *Forwarder) addListener(l listener, fd int) (ListenerID, error) {
 		unix.Close(fd)
 		return ListenerID{}, ErrClosed
 	}
-	var slot int32
-	if n := len(t.free); n > 0 {
-		slot, t.free = t.free[n-1], t.free[:n-1]
-	} else {
-		slot = int32(len(t.ls))
-		t.ls = append(t.ls, listener{})
-	}
-	s := &t.ls[slot]
-	l.gen = nextGen(s.gen)
+	slot, old := t.ls.Take()
+	s := &t.ls.Items[slot]
+	l.gen = nextGen(old.gen)
 	l.active = true
 	*s = l
 	ev := tag(kindListen, 0, int(slot), l.gen)
 	ev.Events = unix.EPOLLIN
 	if err := unix.EpollCtl(f.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
 		s.active = false
-		t.free = append(t.free, slot)
+		t.ls.Release(slot)
 		unix.Close(fd)
 		return ListenerID{}, fmt.Errorf("splice: epoll_ctl add listener: %w", err)
 	}
@@ -158,7 +152,7 @@ func (f *Forwarder) RemoveListener(id ListenerID) {
 	t := &f.lst
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if int(id.slot) >= len(t.ls) || !t.ls[id.slot].active || t.ls[id.slot].gen != id.gen {
+	if int(id.slot) >= len(t.ls.Items) || !t.ls.Items[id.slot].active || t.ls.Items[id.slot].gen != id.gen {
 		return
 	}
 	f.closeListener(id.slot)
@@ -167,7 +161,7 @@ func (f *Forwarder) RemoveListener(id ListenerID) {
 // closeListener retires a slot; t.mu is held.
 func (f *Forwarder) closeListener(slot int32) {
 	t := &f.lst
-	s := &t.ls[slot]
+	s := &t.ls.Items[slot]
 	fd := s.tcp.Fd
 	if s.isUDP {
 		fd = s.udp.Fd
@@ -179,14 +173,14 @@ func (f *Forwarder) closeListener(slot int32) {
 	// Its flows live on without it; they look the listener up by slot
 	// and generation when they end, and find it gone.
 	*s = listener{gen: s.gen}
-	t.free = append(t.free, slot)
+	t.ls.Release(slot)
 }
 
 // ListenerCount is the number of open listeners; safe from any goroutine.
 func (f *Forwarder) ListenerCount() int {
 	f.lst.mu.Lock()
 	defer f.lst.mu.Unlock()
-	return len(f.lst.ls) - len(f.lst.free)
+	return f.lst.ls.Used()
 }
 
 // closeListeners closes every listener (Close).
@@ -194,8 +188,8 @@ func (f *Forwarder) closeListeners() {
 	t := &f.lst
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for i := range t.ls {
-		if t.ls[i].active {
+	for i := range t.ls.Items {
+		if t.ls.Items[i].active {
 			f.closeListener(int32(i))
 		}
 	}
@@ -206,10 +200,10 @@ func (f *Forwarder) listenEvent(slot int, gen uint32) {
 	t := &f.lst
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if slot >= len(t.ls) || !t.ls[slot].active || t.ls[slot].gen != gen {
+	if slot >= len(t.ls.Items) || !t.ls.Items[slot].active || t.ls.Items[slot].gen != gen {
 		return
 	}
-	if t.ls[slot].isUDP {
+	if t.ls.Items[slot].isUDP {
 		f.udpListenerRead(int32(slot))
 	} else {
 		f.acceptTCP(int32(slot))
@@ -218,7 +212,7 @@ func (f *Forwarder) listenEvent(slot int, gen uint32) {
 
 func (f *Forwarder) acceptTCP(slot int32) {
 	t := &f.lst
-	l := &t.ls[slot]
+	l := &t.ls.Items[slot]
 	for range acceptBatch {
 		fd, _, err := t.acc.Accept(l.tcp.Fd)
 		switch {
@@ -252,7 +246,7 @@ func (f *Forwarder) acceptTCP(slot int32) {
 
 // pauseListener takes a listener out of epoll until its backoff passes.
 func (f *Forwarder) pauseListener(slot int32) {
-	l := &f.lst.ls[slot]
+	l := &f.lst.ls.Items[slot]
 	ev := tag(kindListen, 0, int(slot), l.gen)
 	fd := l.tcp.Fd
 	if unix.EpollCtl(f.epfd, unix.EPOLL_CTL_MOD, fd, &ev) != nil {
@@ -283,8 +277,8 @@ func (f *Forwarder) retryListeners() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	next := time.Duration(-1)
-	for i := range t.ls {
-		l := &t.ls[i]
+	for i := range t.ls.Items {
+		l := &t.ls.Items[i]
 		if !l.active || !l.off {
 			continue
 		}
@@ -341,7 +335,7 @@ func (f *Forwarder) udpListenerRead(slot int32) {
 // whether one of them made a new flow.
 func (f *Forwarder) udpListenerBatch(slot int32) (n int, created bool) {
 	t := &f.lst
-	l := &t.ls[slot]
+	l := &t.ls.Items[slot]
 	b := f.udpBatch
 	if t.names == nil {
 		t.names = make([]unix.RawSockaddrAny, len(b.msgs))
@@ -383,8 +377,8 @@ func (f *Forwarder) udpListenerBatch(slot int32) (n int, created bool) {
 // peer: on the peer's flow if it has one, else on a new flow (and then
 // reports true).
 func (f *Forwarder) udpFromListener(slot int32, local, peer netip.AddrPort, data []byte) bool {
-	l := &f.lst.ls[slot]
-	if s, ok := l.flows[peer]; ok && f.udp[s].active {
+	l := &f.lst.ls.Items[slot]
+	if s, ok := l.flows[peer]; ok && f.udp.Items[s].active {
 		f.udpSendOther(s, data)
 		return false
 	}
@@ -411,7 +405,7 @@ func (f *Forwarder) udpFromListener(slot int32, local, peer netip.AddrPort, data
 		f.log.Debug("splice: udp", "err", err)
 		return false
 	}
-	u := &f.udp[s]
+	u := &f.udp.Items[s]
 	u.lis, u.lgen, u.peer = slot+1, l.gen, peer
 	l.flows[peer] = s
 	f.udpSendOther(s, data)
@@ -422,7 +416,7 @@ func (f *Forwarder) udpFromListener(slot int32, local, peer netip.AddrPort, data
 // side of flow s, as the flow's own pump would: after the flow's backlog
 // for that side, if it has one (udp.go).
 func (f *Forwarder) udpSendOther(s int, data []byte) {
-	u := &f.udp[s]
+	u := &f.udp.Items[s]
 	u.seen[0] = true
 	u.last = f.now
 	if len(u.pend[1]) > 0 {
@@ -467,8 +461,8 @@ func (f *Forwarder) forgetFlow(u *udpFlow) {
 	}
 	t := &f.lst
 	t.mu.Lock()
-	if i := int(u.lis - 1); i < len(t.ls) && t.ls[i].active && t.ls[i].gen == u.lgen {
-		delete(t.ls[i].flows, u.peer)
+	if i := int(u.lis - 1); i < len(t.ls.Items) && t.ls.Items[i].active && t.ls.Items[i].gen == u.lgen {
+		delete(t.ls.Items[i].flows, u.peer)
 	}
 	t.mu.Unlock()
 	u.lis = 0

@@ -105,16 +105,10 @@ func (f *Forwarder) admitTCP(a, b int) (pendingAdd, error) {
 }
 
 func (f *Forwarder) startTCP(p *pendingAdd) {
-	var slot int
-	if n := len(f.tcpFree); n > 0 {
-		slot = f.tcpFree[n-1]
-		f.tcpFree = f.tcpFree[:n-1]
-	} else {
-		slot = len(f.tcp)
-		f.tcp = append(f.tcp, tcpConn{})
-	}
-	c := &f.tcp[slot]
-	gen := nextGen(c.gen)
+	s32, old := f.tcp.Take()
+	slot := int(s32)
+	c := &f.tcp.Items[slot]
+	gen := nextGen(old.gen)
 	*c = tcpConn{fd: p.fd, gen: gen, active: true, last: f.now}
 	c.dir[0].p, c.dir[1].p = p.pipes[0], p.pipes[1]
 	f.ctr.tcpActive.Add(1)
@@ -134,7 +128,7 @@ func (f *Forwarder) startTCP(p *pendingAdd) {
 }
 
 func (f *Forwarder) tcpEvent(slot, side int, events uint32) {
-	c := &f.tcp[slot]
+	c := &f.tcp.Items[slot]
 	if events&unix.EPOLLERR != 0 {
 		if soerr, err := unix.GetsockoptInt(c.fd[side], unix.SOL_SOCKET, unix.SO_ERROR); err == nil && soerr != 0 {
 			f.log.Debug("splice: tcp socket error", "fd", c.fd[side], "err", unix.Errno(soerr))
@@ -154,7 +148,7 @@ func (f *Forwarder) tcpEvent(slot, side int, events uint32) {
 // tcpPump moves what it can in both directions, then forwards half-closes
 // and retires the connection once both directions are done.
 func (f *Forwarder) tcpPump(slot int) {
-	c := &f.tcp[slot]
+	c := &f.tcp.Items[slot]
 	more := false
 	for i := 0; i < 2; i++ {
 		m, ok := f.tcpMove(c, i)
@@ -244,7 +238,7 @@ func (f *Forwarder) tcpMove(c *tcpConn, i int) (more, ok bool) {
 // tcpClose retires a connection: sockets closed (reset when abort, so the
 // surviving peer learns the other one failed), pipes back to the pool.
 func (f *Forwarder) tcpClose(slot int, abort bool) {
-	c := &f.tcp[slot]
+	c := &f.tcp.Items[slot]
 	for side := 0; side < 2; side++ {
 		// close removes the socket from epoll: nothing else holds a
 		// duplicate of a descriptor the forwarder owns.
@@ -261,7 +255,7 @@ func (f *Forwarder) tcpClose(slot int, abort bool) {
 		f.ctr.tcpResets.Add(1)
 	}
 	c.active = false
-	f.tcpFree = append(f.tcpFree, slot)
+	f.tcp.Release(int32(slot))
 	f.ctr.tcpActive.Add(^uint64(0))
 	f.reservedTCP.Add(-1)
 }

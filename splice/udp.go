@@ -137,16 +137,10 @@ func (f *Forwarder) startUDP(p *pendingAdd) int {
 	if f.udpBatch == nil {
 		f.udpBatch = newMmsgBatch(f.opts.UDPBatch)
 	}
-	var slot int
-	if n := len(f.udpFree); n > 0 {
-		slot = f.udpFree[n-1]
-		f.udpFree = f.udpFree[:n-1]
-	} else {
-		slot = len(f.udp)
-		f.udp = append(f.udp, udpFlow{})
-	}
-	u := &f.udp[slot]
-	gen := nextGen(u.gen)
+	s32, old := f.udp.Take()
+	slot := int(s32)
+	u := &f.udp.Items[slot]
+	gen := nextGen(old.gen)
 	*u = udpFlow{fd: p.fd, gen: gen, active: true, last: f.now}
 	u.pend[1] = p.data
 	if len(p.data) > 0 {
@@ -187,7 +181,7 @@ func (u *udpFlow) wants(side int) uint32 {
 // udpArm brings both sockets' epoll registrations in line with the
 // backlogs.
 func (f *Forwarder) udpArm(slot int) {
-	u := &f.udp[slot]
+	u := &f.udp.Items[slot]
 	for side := 0; side < 2; side++ {
 		want := u.wants(side)
 		if want == u.armed[side] {
@@ -206,7 +200,7 @@ func (f *Forwarder) udpArm(slot int) {
 // udpHold appends a copy of data to the backlog of fd[side]. The copy is
 // the slow path's only allocation: a send buffer was full.
 func (f *Forwarder) udpHold(slot, side int, data []byte) {
-	u := &f.udp[slot]
+	u := &f.udp.Items[slot]
 	u.pend[side] = append(u.pend[side], append([]byte(nil), data...))
 	f.ctr.udpHeld.Add(1)
 }
@@ -214,7 +208,7 @@ func (f *Forwarder) udpHold(slot, side int, data []byte) {
 // udpFlush sends fd[side]'s backlog until it is empty or the socket is full
 // again, then re-arms the flow.
 func (f *Forwarder) udpFlush(slot, side int) {
-	u := &f.udp[slot]
+	u := &f.udp.Items[slot]
 	q := u.pend[side]
 	sent, failed := 0, false
 	for sent < len(q) {
@@ -244,7 +238,7 @@ func (f *Forwarder) udpFlush(slot, side int) {
 }
 
 func (f *Forwarder) udpEvent(slot, side int, events uint32) {
-	u := &f.udp[slot]
+	u := &f.udp.Items[slot]
 	if events&unix.EPOLLERR != 0 {
 		// An ICMP error (port unreachable) on a connected socket: consume
 		// it so level-triggered epoll stops reporting it; the flow lives on
@@ -328,7 +322,7 @@ func mmsg(trap uintptr, fd int, msgs []unix.Mmsghdr, flags int) (int, error) {
 }
 
 func (f *Forwarder) udpClose(slot int) {
-	u := &f.udp[slot]
+	u := &f.udp.Items[slot]
 	f.forgetFlow(u)
 	f.ctr.udpDrops.Add(uint64(len(u.pend[0]) + len(u.pend[1])))
 	u.pend = [2][][]byte{}
@@ -338,7 +332,7 @@ func (f *Forwarder) udpClose(slot int) {
 		u.fd[side] = -1
 	}
 	u.active = false
-	f.udpFree = append(f.udpFree, slot)
+	f.udp.Release(int32(slot))
 	f.ctr.udpActive.Add(^uint64(0))
 	f.reservedUDP.Add(-1)
 }
