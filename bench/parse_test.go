@@ -64,14 +64,8 @@ func TestParseIperf(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s, err := parseIperf([]byte(tt.in), tt.udp)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("got error %v, want one containing %q", err, tt.wantErr)
-				}
+			if !errorAsWanted(t, err, tt.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatalf("got error %v, want none", err)
 			}
 			if math.Abs(s.value-tt.wantGbit) > 1e-9 || math.Abs(s.amount-tt.wantBytes) > 1e-3 {
 				t.Errorf("got %v Gbit/s %v bytes, want %v %v", s.value, s.amount, tt.wantGbit, tt.wantBytes)
@@ -227,14 +221,8 @@ func TestProcLifecycle(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p, err := start(tt.name, tt.argv, tt.ready, 500*time.Millisecond)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("got error %v, want one containing %q", err, tt.wantErr)
-				}
+			if !errorAsWanted(t, err, tt.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatalf("got error %v, want none", err)
 			}
 			if _, err := cpuTicks(p.pid()); err != nil {
 				t.Errorf("cpuTicks of a live process: %v", err)
@@ -263,4 +251,17 @@ func TestRunTimeout(t *testing.T) {
 	if d := time.Since(began); d > 5*time.Second {
 		t.Errorf("run returned after %v, want about 300ms", d)
 	}
+}
+
+// errorAsWanted fails the test unless err matches wantErr ("" for none,
+// else a part of its text), and reports whether there is a result to check.
+func errorAsWanted(t *testing.T, err error, wantErr string) bool {
+	t.Helper()
+	switch {
+	case wantErr != "" && (err == nil || !strings.Contains(err.Error(), wantErr)):
+		t.Fatalf("got error %v, want one containing %q", err, wantErr)
+	case wantErr == "" && err != nil:
+		t.Fatalf("got error %v, want none", err)
+	}
+	return wantErr == ""
 }

@@ -556,43 +556,37 @@ func TestSandboxLogRotation(t *testing.T) {
 // --vhost=on the process that carries the traffic is confined as in
 // TestSandbox while 10 MiB go each way through vhost-net.
 func TestVhostSandbox(t *testing.T) {
-	for _, u := range guestUsers {
-		t.Run(u.name, func(t *testing.T) {
-			if !inGuest(t) {
-				return
-			}
-			h := newGuestHost(t)
-			dir, err := os.MkdirTemp("", "gopasta-sandbox-")
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { os.RemoveAll(dir) })
-			if err := os.Chmod(dir, 0o777); err != nil {
-				t.Fatal(err)
-			}
-			pidFile := filepath.Join(dir, "gopasta.pid")
-			cmds := putGet(h.tcp.Addr().String())
-			// The command lingers after the transfers so that the
-			// process can be read while it still runs.
-			script := shellJoin(selfPeer(t, cmds...)) + "; sleep 2"
-			done := make(chan guestRun, 1)
-			go func() {
-				done <- guestGopasta(t, u, []string{"--vhost=on", "--config-net", "-P", pidFile}, []string{"sh", "-c", script})
-			}()
-			var pid int
-			err = nstest.WaitFor(60*time.Second, func() (err error) { pid, err = nstest.ReadPIDFile(pidFile); return err })
-			if err != nil {
-				t.Fatalf("pid file: %v", err)
-			}
-			want := wantConfinement(nstest.User{UID: u.uid, GID: u.uid})
-			checkConfined(t, pid, want)
-			r := <-done
-			if !r.done(cmds...) {
-				t.Fatalf("got %v, want 10 MiB each way verified", r)
-			}
-			if strings.Contains(r.stderr, "seccomp") {
-				t.Errorf("a seccomp report: %s", r.stderr)
-			}
-		})
-	}
+	forGuestUsers(t, func(t *testing.T, u guestUser, h *guestHost) {
+		dir, err := os.MkdirTemp("", "gopasta-sandbox-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		if err := os.Chmod(dir, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		pidFile := filepath.Join(dir, "gopasta.pid")
+		cmds := putGet(h.tcp.Addr().String())
+		// The command lingers after the transfers so that the
+		// process can be read while it still runs.
+		script := shellJoin(selfPeer(t, cmds...)) + "; sleep 2"
+		done := make(chan guestRun, 1)
+		go func() {
+			done <- guestGopasta(t, u, []string{"--vhost=on", "--config-net", "-P", pidFile}, []string{"sh", "-c", script})
+		}()
+		var pid int
+		err = nstest.WaitFor(60*time.Second, func() (err error) { pid, err = nstest.ReadPIDFile(pidFile); return err })
+		if err != nil {
+			t.Fatalf("pid file: %v", err)
+		}
+		want := wantConfinement(nstest.User{UID: u.uid, GID: u.uid})
+		checkConfined(t, pid, want)
+		r := <-done
+		if !r.done(cmds...) {
+			t.Fatalf("got %v, want 10 MiB each way verified", r)
+		}
+		if strings.Contains(r.stderr, "seccomp") {
+			t.Errorf("a seccomp report: %s", r.stderr)
+		}
+	})
 }

@@ -216,6 +216,20 @@ func inGuest(t *testing.T) bool {
 	return vmtest.Isolated(t, vmtest.NetNS)
 }
 
+// forGuestUsers runs fn as a subtest per guest user, inside the guest
+// (in a fresh network namespace, with the host side of the fixture set up),
+// and skips on the host.
+func forGuestUsers(t *testing.T, fn func(t *testing.T, u guestUser, h *guestHost)) {
+	for _, u := range guestUsers {
+		t.Run(u.name, func(t *testing.T) {
+			if !inGuest(t) {
+				return
+			}
+			fn(t, u, newGuestHost(t))
+		})
+	}
+}
+
 // putGet are the peer commands of a checked transfer of vhostXfer bytes
 // each way, one direction at a time.
 func putGet(addr string) []string {
@@ -225,39 +239,33 @@ func putGet(addr string) []string {
 // TestVhostEndToEnd: gopasta --vhost=on carries TCP (10 MiB each way,
 // content-checked), UDP and ping, as root and through the rootless path.
 func TestVhostEndToEnd(t *testing.T) {
-	for _, u := range guestUsers {
-		t.Run(u.name, func(t *testing.T) {
-			if !inGuest(t) {
-				return
+	forGuestUsers(t, func(t *testing.T, u guestUser, h *guestHost) {
+		for _, rx := range []string{"read", "queue"} {
+			t.Run("tcp/rx-"+rx, func(t *testing.T) {
+				vhostTCP(t, u, h, rx)
+			})
+		}
+		t.Run("udp", func(t *testing.T) {
+			cmd := "udp " + h.udp.LocalAddr().String() + " 200"
+			r := guestGopasta(t, u, []string{"--vhost=on", "--config-net"}, selfPeer(t, cmd))
+			if !r.done(cmd) {
+				t.Fatalf("got %v, want 200 datagrams echoed", r)
 			}
-			h := newGuestHost(t)
-			for _, rx := range []string{"read", "queue"} {
-				t.Run("tcp/rx-"+rx, func(t *testing.T) {
-					vhostTCP(t, u, h, rx)
-				})
-			}
-			t.Run("udp", func(t *testing.T) {
-				cmd := "udp " + h.udp.LocalAddr().String() + " 200"
-				r := guestGopasta(t, u, []string{"--vhost=on", "--config-net"}, selfPeer(t, cmd))
-				if !r.done(cmd) {
-					t.Fatalf("got %v, want 200 datagrams echoed", r)
-				}
-				t.Log(strings.TrimSpace(r.stdout))
-			})
-			t.Run("ping", func(t *testing.T) {
-				// busybox ping uses a raw socket as root of the namespace's
-				// user namespace; the range also allows ping sockets.
-				script := "echo 0 2147483647 >/proc/sys/net/ipv4/ping_group_range; ping -c 3 -W 5 " + guestPeerAddr
-				r := guestGopasta(t, u, []string{"--vhost=on", "--config-net"}, []string{"sh", "-c", script})
-				if r.err != nil || !strings.Contains(r.stdout, "3 packets received") {
-					t.Fatalf("got %v, want 3 echo replies", r)
-				}
-			})
-			t.Run("splice", func(t *testing.T) {
-				vhostSpliced(t, u)
-			})
+			t.Log(strings.TrimSpace(r.stdout))
 		})
-	}
+		t.Run("ping", func(t *testing.T) {
+			// busybox ping uses a raw socket as root of the namespace's
+			// user namespace; the range also allows ping sockets.
+			script := "echo 0 2147483647 >/proc/sys/net/ipv4/ping_group_range; ping -c 3 -W 5 " + guestPeerAddr
+			r := guestGopasta(t, u, []string{"--vhost=on", "--config-net"}, []string{"sh", "-c", script})
+			if r.err != nil || !strings.Contains(r.stdout, "3 packets received") {
+				t.Fatalf("got %v, want 3 echo replies", r)
+			}
+		})
+		t.Run("splice", func(t *testing.T) {
+			vhostSpliced(t, u)
+		})
+	})
 }
 
 // vhostTCP: 10 MiB each way through gopasta --vhost=on with RX from the
