@@ -158,13 +158,7 @@ func (a *applier) ports(addr *[16]byte, ifname string) error {
 	var exclude [NumPorts / 64]uint64
 	excluded := func(p int) bool { return exclude[p>>6]&(1<<(p&63)) != 0 }
 	var flags uint8
-	p := a.spec
-	for {
-		c, rest, ok := parseChunk(p)
-		if !ok {
-			return a.bad()
-		}
-		p = rest
+	err := a.eachChunk(func(c chunk) error {
 		switch c.kind {
 		case chunkAuto:
 			if a.t.Caps&CapScan == 0 {
@@ -176,19 +170,14 @@ func (a *applier) ports(addr *[16]byte, ifname string) error {
 				exclude[q>>6] |= 1 << (q & 63)
 			}
 		}
-		if p, ok = strings.CutPrefix(p, ","); !ok {
-			break
-		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
-	p = a.spec
 	excludeOnly := true
 	allTaddr := Any6
-	for {
-		c, rest, ok := parseChunk(p)
-		if !ok {
-			return a.bad()
-		}
-		p = rest
+	err = a.eachChunk(func(c chunk) error {
 		switch c.kind {
 		case chunkAll:
 			allTaddr = c.taddr
@@ -197,22 +186,41 @@ func (a *applier) ports(addr *[16]byte, ifname string) error {
 			if c.tlast-c.tfirst != c.last-c.first {
 				return a.bad()
 			}
-			if err := a.rangeExcept(addr, ifname, int(c.first), int(c.last), excluded, c.taddr, c.tfirst, flags); err != nil {
-				return err
-			}
+			return a.rangeExcept(addr, ifname, int(c.first), int(c.last), excluded, c.taddr, c.tfirst, flags)
 		}
-		if p, ok = strings.CutPrefix(p, ","); !ok {
-			break
-		}
-	}
-	if p != "" {
-		return a.bad() // trailing garbage
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if excludeOnly {
 		for q := int(a.eph.First); q <= int(a.eph.Last) && a.eph.First <= a.eph.Last; q++ {
 			exclude[q>>6] |= 1 << (q & 63)
 		}
 		return a.rangeExcept(addr, ifname, 1, NumPorts-1, excluded, allTaddr, 1, flags|FlagWeak)
+	}
+	return nil
+}
+
+// eachChunk calls fn for every comma-separated chunk of a.spec in order,
+// stopping at fn's first error; a chunk that does not parse, or text left
+// after the last one, is a.bad().
+func (a *applier) eachChunk(fn func(c chunk) error) error {
+	p := a.spec
+	for {
+		c, rest, ok := parseChunk(p)
+		if !ok {
+			return a.bad()
+		}
+		if err := fn(c); err != nil {
+			return err
+		}
+		if p, ok = strings.CutPrefix(rest, ","); !ok {
+			break
+		}
+	}
+	if p != "" {
+		return a.bad() // trailing garbage
 	}
 	return nil
 }
