@@ -62,6 +62,18 @@ func tcpOf(t *testing.T, b []byte) (parsed, header.TCP) {
 	return p, header.TCP(p.l4)
 }
 
+// dialLoopback connects to 127.0.0.1:port; the connection closes with the
+// test.
+func dialLoopback(t *testing.T, port uint16) net.Conn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp4", netip.AddrPortFrom(loop4, port).String(), 2*time.Second)
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 // runEngine runs e until the test ends.
 func runEngine(t *testing.T, e *Engine) {
 	ctx, cancel := testContext(t)
@@ -82,11 +94,7 @@ func TestListenerTCPToTap(t *testing.T) {
 	}
 	runEngine(t, e)
 
-	c, err := net.DialTimeout("tcp4", netip.AddrPortFrom(loop4, port).String(), 2*time.Second)
-	if err != nil {
-		t.Fatalf("dial: %v", err)
-	}
-	defer c.Close()
+	c := dialLoopback(t, port)
 	c.Write([]byte("hello"))
 
 	syn := link.next(t, 2*time.Second, isTCP)
@@ -178,11 +186,7 @@ func TestListenerSpliceHook(t *testing.T) {
 	}
 	runEngine(t, e)
 
-	c, err := net.DialTimeout("tcp4", netip.AddrPortFrom(loop4, port).String(), 2*time.Second)
-	if err != nil {
-		t.Fatalf("dial: %v", err)
-	}
-	defer c.Close()
+	dialLoopback(t, port)
 	select {
 	case sc := <-got:
 		if sc.UDP || sc.ToPort != 80 || !sc.Peer.Addr().IsLoopback() {
