@@ -51,7 +51,7 @@ const (
 	tcpSegBatch    = txFrames // segments per peek
 	tcpOptsSYN     = 8        // MSS (4) + NOP + window scale (3)
 	tcpWndPollMin  = int64(1e6)
-	tcpWndPollMax  = 50 * int64(1e6)
+	tcpWndPollMax  = 5 * int64(1e6)
 )
 
 // Connection states. Beyond these, flags record the FIN exchange both ways.
@@ -828,7 +828,7 @@ func (t *tcpTr) windowShort(e *Engine, idx int32) {
 }
 
 // armWndPoll schedules a check of a window we offered below one segment,
-// every 1 ms at first, backing off to 50 ms while the host side stays full.
+// every 1 ms at first, backing off to 5 ms while the host side stays full.
 func (t *tcpTr) armWndPoll(e *Engine, idx int32) {
 	c := t.conn(idx)
 	if c.wndAt != 0 || c.state == tcpConnecting {
@@ -938,16 +938,27 @@ func (t *tcpTr) segmentWin(e *Engine, idx int32, b []byte, flags uint8, seq seqn
 	if flags&header.TCPFlagACK != 0 {
 		ack = uint32(c.seqFromNS)
 	}
+	scaled := flags&header.TCPFlagSYN == 0 && c.wsFromNS != 255
+	if scaled {
+		// What the namespace will read: scaling rounds down.
+		win = min(win>>tcpWindowScale, 65535) << tcpWindowScale
+	} else {
+		win = min(win, 65535)
+	}
 	if flags&header.TCPFlagRST == 0 {
 		c.wndToNS = win
+		// Less than a segment: the namespace's stack sends nothing
+		// more (a segment must fit whole) and would only probe after
+		// its retransmission timeout, 200 ms and doubling, so the
+		// window must be reopened from here. A window that was a
+		// segment before rounding counts too: rounded down it is not
+		// one (this cost 200 ms stalls at MTU 1500).
 		if win < uint32(c.mss) {
 			t.windowShort(e, idx)
 		}
 	}
-	if flags&header.TCPFlagSYN != 0 || c.wsFromNS == 255 {
-		win = min(win, 65535)
-	} else {
-		win = min(win>>tcpWindowScale, 65535)
+	if scaled {
+		win >>= tcpWindowScale
 	}
 	th.Encode(&header.TCPFields{
 		SrcPort: f.DstPort, DstPort: f.NSPort,
