@@ -189,8 +189,16 @@ func runBench(o options) int {
 		if len(mine) == 0 {
 			continue
 		}
-		for _, tool := range o.tools {
-			benchTool(o, h, tool, mtu, mine, res, gopastaBin, gopastaErr, rrBin, tmp)
+		// Runs go round the tools (run 1 of every tool, then run 2, ...)
+		// rather than all runs of one tool first: a machine whose speed
+		// drifts during the half hour (a shared host, thermal limits)
+		// then shifts every tool alike, and the ratios stay fair.
+		one := o
+		one.runs = 1
+		for run := 0; run < o.runs; run++ {
+			for _, tool := range o.tools {
+				benchTool(one, h, tool, mtu, mine, res, gopastaBin, gopastaErr, rrBin, tmp)
+			}
 		}
 	}
 	elapsed := time.Since(began)
