@@ -81,7 +81,10 @@ func (s *streamSys) sendmsgIov(_ int, iov []unix.Iovec) (int, error) {
 func (s *streamSys) sendSpace(int) (int, error) { return s.space, nil }
 
 // fakeStream is an established flow whose host side is streamSys, on an
-// engine at MTU 1500 with a clock the test moves.
+// engine at MTU 1500 with a clock the test moves. Without peekOff the
+// engine works as on a kernel without SO_PEEK_OFF for TCP (before 4.4):
+// it must know that before the connection opens, as it sets the option
+// on the new socket.
 type fakeStream struct {
 	e   *Engine
 	cl  *capLink
@@ -95,7 +98,7 @@ type fakeStream struct {
 	seg func(flags uint8, seq, ack uint32, wnd uint16, opts, pay []byte)
 }
 
-func newFakeStream(t testing.TB) *fakeStream {
+func newFakeStream(t testing.TB, peekOff bool) *fakeStream {
 	l := newFakeLink(t)
 	fs := &fakeStream{cl: &capLink{fakeLink: l}, iss: 5000}
 	e, err := New(fs.cl, paramsMTU(1500), Options{})
@@ -109,6 +112,9 @@ func newFakeStream(t testing.TB) *fakeStream {
 	fs.now = e.start
 	e.clock = func() time.Time { return fs.now }
 	fs.tr = e.tr[protoTCP].(*tcpTr)
+	if !peekOff {
+		fs.tr.peekOff, fs.tr.scratch = false, make([]byte, tcpMaxWindow)
+	}
 	const port, nsPort = 80, 40000
 	fs.seg = func(flags uint8, seq, ack uint32, wnd uint16, opts, pay []byte) {
 		e.updateClock()
@@ -139,13 +145,10 @@ func FuzzTCPFrames(f *testing.F) {
 	f.Add([]byte{1, 255, 0, 0x10, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0x10, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0x10, 0, 0, 0, 0, 0, 0, 1, 0})
 	f.Add([]byte{1, 100, 4, 0, 4, 0, 0, 0x11, 0, 0, 0, 0, 0, 0, 0, 0, 3})
 	f.Fuzz(func(t *testing.T, ops []byte) {
-		fs := newFakeStream(t)
-		e, cl, ss, tr, idx, c, seg := fs.e, fs.cl, fs.ss, fs.tr, fs.idx, fs.c, fs.seg
+		fs := newFakeStream(t, len(ops) == 0 || ops[0]&1 == 0)
+		e, cl, ss, idx, c, seg := fs.e, fs.cl, fs.ss, fs.idx, fs.c, fs.seg
 		now := &fs.now
 		iss := fs.iss
-		if len(ops) > 0 && ops[0]&1 != 0 {
-			tr.peekOff, tr.scratch = false, make([]byte, tcpMaxWindow)
-		}
 		start := c.isn.Add(1) // stream offset 0
 		nsSeq := iss + 1
 
@@ -241,7 +244,7 @@ func FuzzTCPFrames(f *testing.F) {
 // timer; the engine must take it as a short window and reopen it itself
 // (at MTU 1500 this stalled transfers for 200 ms and more).
 func TestTCPWindowRoundedBelowSegment(t *testing.T) {
-	fs := newFakeStream(t)
+	fs := newFakeStream(t, true)
 	c := fs.c
 	mss := int(c.mss)
 	// window() offers free - free/8: make that a segment and a bit, but
