@@ -1,0 +1,154 @@
+package splice
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/netip"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gopasta/gopasta/internal/sock"
+)
+
+// BenchmarkExternalLoops answers whether a second splice loop pays for
+// itself: the same port is served by one Forwarder, or by two whose
+// listeners share it with SO_REUSEPORT (the kernel spreads connections
+// over them by hash), as a multi-loop gopasta would. The peers are other
+// processes: iperf3 with four streams, and two CRR clients (bench/rr, a
+// connection per one-byte transaction) at once. cpu-ns/MiB and cpu-µs/tx
+// count this process only, that is the loops.
+func BenchmarkExternalLoops(b *testing.B) {
+	iperf, err := exec.LookPath("iperf3")
+	if err != nil {
+		b.Skip("iperf3 not installed")
+	}
+	rr := filepath.Join(b.TempDir(), "rr")
+	if out, err := exec.Command("go", "build", "-o", rr, "../bench/rr").CombinedOutput(); err != nil {
+		b.Skipf("building bench/rr: %v\n%s", err, out)
+	}
+	for _, loops := range []int{1, 2} {
+		b.Run(fmt.Sprintf("iperf3-P4/loops=%d", loops), func(b *testing.B) {
+			back := freePort(b)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			srv := exec.CommandContext(ctx, iperf, "-s", "-B", "127.0.0.1", "-p", fmt.Sprint(back.Port()))
+			if err := srv.Start(); err != nil {
+				b.Fatalf("iperf3 -s: %v", err)
+			}
+			defer srv.Wait()
+			defer cancel()
+			waitListening(b, back.String())
+			front := spliceLoops(b, loops, back)
+
+			const size = 512 << 20
+			b.SetBytes(size)
+			var cpu time.Duration
+			var bps float64
+			for i := 0; i < b.N; i++ {
+				cpu0 := cpuTime()
+				out, err := exec.Command(iperf, "-c", "127.0.0.1", "-p", fmt.Sprint(front.Port()),
+					"-n", fmt.Sprint(size), "-P", "4", "-J").Output()
+				cpu += cpuTime() - cpu0
+				if err != nil {
+					b.Fatalf("iperf3 -c: %v\n%s", err, out)
+				}
+				var res struct {
+					End struct {
+						SumReceived struct {
+							BitsPerSecond float64 `json:"bits_per_second"`
+						} `json:"sum_received"`
+					} `json:"end"`
+				}
+				if err := json.Unmarshal(out, &res); err != nil {
+					b.Fatalf("iperf3 JSON: %v", err)
+				}
+				bps += res.End.SumReceived.BitsPerSecond
+			}
+			b.ReportMetric(bps/float64(b.N)/1e9, "Gbit/s")
+			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*size>>20), "cpu-ns/MiB")
+		})
+		b.Run(fmt.Sprintf("crr-x2/loops=%d", loops), func(b *testing.B) {
+			back := freePort(b)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			srv := exec.CommandContext(ctx, rr, "-server", "-listen", back.String())
+			if err := srv.Start(); err != nil {
+				b.Fatalf("rr -server: %v", err)
+			}
+			defer srv.Wait()
+			defer cancel()
+			waitListening(b, back.String())
+			front := spliceLoops(b, loops, back)
+
+			var tx int64
+			var secs float64
+			var cpu time.Duration
+			for i := 0; i < b.N; i++ {
+				cpu0 := cpuTime()
+				var wg sync.WaitGroup
+				var mu sync.Mutex
+				for range 2 {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						out, err := exec.Command(rr, "-mode", "crr", "-connect", front.String(), "-time", "3s").Output()
+						var r struct {
+							Transactions int64   `json:"transactions"`
+							Seconds      float64 `json:"seconds"`
+						}
+						if err == nil {
+							err = json.Unmarshal(out, &r)
+						}
+						mu.Lock()
+						defer mu.Unlock()
+						if err != nil {
+							b.Errorf("rr -mode crr: %v\n%s", err, out)
+							return
+						}
+						tx += r.Transactions
+						secs = max(secs, r.Seconds)
+					}()
+				}
+				wg.Wait()
+				cpu += cpuTime() - cpu0
+			}
+			if tx == 0 {
+				b.Fatal("no transactions")
+			}
+			b.ReportMetric(float64(tx)/secs/float64(b.N), "conn/s")
+			b.ReportMetric(float64(cpu.Microseconds())/float64(tx), "cpu-µs/tx")
+		})
+	}
+}
+
+// spliceLoops runs loops Forwarders, each with its own listener on one
+// loopback port (SO_REUSEPORT), splicing to back; it returns the port.
+func spliceLoops(b *testing.B, loops int, back netip.AddrPort) netip.AddrPort {
+	front := freePort(b)
+	for range loops {
+		r := newRig(b, Options{})
+		fd, err := sock.Listen{Addr: front.Addr(), Port: front.Port(), ReusePort: true}.Open()
+		if err != nil {
+			b.Fatalf("listen %v: %v", front, err)
+		}
+		if _, err := r.f.AddTCPListener(TCPListener{Fd: fd, Dial: func() (int, error) { return sock.Dial(false, back) }}); err != nil {
+			b.Fatalf("AddTCPListener: %v", err)
+		}
+	}
+	return front
+}
+
+// freePort reserves a loopback port by binding and closing it.
+func freePort(b *testing.B) netip.AddrPort {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatalf("listen: %v", err)
+	}
+	defer l.Close()
+	return netip.MustParseAddrPort(l.Addr().String())
+}
