@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/netip"
 	"os/exec"
 	"testing"
 	"time"
@@ -39,21 +40,9 @@ func BenchmarkExternal(b *testing.B) {
 
 func externalBench(b *testing.B, iperf string, streams int, forward func(*testing.B, net.Listener, string)) {
 	const size = 256 << 20
-	back := listen(b) // reserve a free port for iperf3's server
-	backAddr := back.Addr().(*net.TCPAddr)
-	back.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	srv := exec.CommandContext(ctx, iperf, "-s", "-B", "127.0.0.1", "-p", fmt.Sprint(backAddr.Port))
-	if err := srv.Start(); err != nil {
-		b.Fatalf("iperf3 -s: %v", err)
-	}
-	defer srv.Wait()
-	defer cancel()
-	waitListening(b, backAddr.String())
-
+	back := startServer(b, iperf, "-s", "-B", "127.0.0.1")
 	front := listen(b)
-	go forward(b, front, backAddr.String())
+	go forward(b, front, back.String())
 	frontPort := front.Addr().(*net.TCPAddr).Port
 
 	b.SetBytes(size)
@@ -62,27 +51,56 @@ func externalBench(b *testing.B, iperf string, streams int, forward func(*testin
 	var bps float64
 	for i := 0; i < b.N; i++ {
 		cpu0 := cpuTime()
-		out, err := exec.Command(iperf, "-c", "127.0.0.1", "-p", fmt.Sprint(frontPort),
-			"-n", fmt.Sprint(size), "-P", fmt.Sprint(streams), "-J").Output()
+		bps += iperfClient(b, iperf, frontPort, size, streams)
 		cpu += cpuTime() - cpu0
-		if err != nil {
-			b.Fatalf("iperf3 -c: %v\n%s", err, out)
-		}
-		var res struct {
-			End struct {
-				SumReceived struct {
-					BitsPerSecond float64 `json:"bits_per_second"`
-				} `json:"sum_received"`
-			} `json:"end"`
-		}
-		if err := json.Unmarshal(out, &res); err != nil {
-			b.Fatalf("iperf3 JSON: %v", err)
-		}
-		bps += res.End.SumReceived.BitsPerSecond
 	}
 	b.StopTimer()
 	b.ReportMetric(bps/float64(b.N)/1e9, "Gbit/s")
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*size>>20), "proxy-cpu-ns/MiB")
+}
+
+// startServer runs a server process (iperf3 -s, bench/rr -server) on a
+// free loopback port, given to it as "-p PORT" (iperf3) or "-listen
+// ADDR" (rr, whose args end in "-listen"), and waits until it listens.
+func startServer(b *testing.B, path string, args ...string) netip.AddrPort {
+	b.Helper()
+	addr := freePort(b)
+	if args[len(args)-1] == "-listen" {
+		args = append(args, addr.String())
+	} else {
+		args = append(args, "-p", fmt.Sprint(addr.Port()))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	srv := exec.CommandContext(ctx, path, args...)
+	if err := srv.Start(); err != nil {
+		cancel()
+		b.Fatalf("%s: %v", path, err)
+	}
+	b.Cleanup(func() { cancel(); srv.Wait() })
+	waitListening(b, addr.String())
+	return addr
+}
+
+// iperfClient moves size bytes over streams connections to port and
+// returns what the receiver got, in bit/s.
+func iperfClient(b *testing.B, iperf string, port, size, streams int) float64 {
+	b.Helper()
+	out, err := exec.Command(iperf, "-c", "127.0.0.1", "-p", fmt.Sprint(port),
+		"-n", fmt.Sprint(size), "-P", fmt.Sprint(streams), "-J").Output()
+	if err != nil {
+		b.Fatalf("iperf3 -c: %v\n%s", err, out)
+	}
+	var res struct {
+		End struct {
+			SumReceived struct {
+				BitsPerSecond float64 `json:"bits_per_second"`
+			} `json:"sum_received"`
+		} `json:"end"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		b.Fatalf("iperf3 JSON: %v", err)
+	}
+	return res.End.SumReceived.BitsPerSecond
 }
 
 func waitListening(b *testing.B, addr string) {

@@ -1,7 +1,6 @@
 package splice
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -33,58 +32,21 @@ func BenchmarkExternalLoops(b *testing.B) {
 	}
 	for _, loops := range []int{1, 2} {
 		b.Run(fmt.Sprintf("iperf3-P4/loops=%d", loops), func(b *testing.B) {
-			back := freePort(b)
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			srv := exec.CommandContext(ctx, iperf, "-s", "-B", "127.0.0.1", "-p", fmt.Sprint(back.Port()))
-			if err := srv.Start(); err != nil {
-				b.Fatalf("iperf3 -s: %v", err)
-			}
-			defer srv.Wait()
-			defer cancel()
-			waitListening(b, back.String())
-			front := spliceLoops(b, loops, back)
-
+			front := spliceLoops(b, loops, startServer(b, iperf, "-s", "-B", "127.0.0.1"))
 			const size = 512 << 20
 			b.SetBytes(size)
 			var cpu time.Duration
 			var bps float64
 			for i := 0; i < b.N; i++ {
 				cpu0 := cpuTime()
-				out, err := exec.Command(iperf, "-c", "127.0.0.1", "-p", fmt.Sprint(front.Port()),
-					"-n", fmt.Sprint(size), "-P", "4", "-J").Output()
+				bps += iperfClient(b, iperf, int(front.Port()), size, 4)
 				cpu += cpuTime() - cpu0
-				if err != nil {
-					b.Fatalf("iperf3 -c: %v\n%s", err, out)
-				}
-				var res struct {
-					End struct {
-						SumReceived struct {
-							BitsPerSecond float64 `json:"bits_per_second"`
-						} `json:"sum_received"`
-					} `json:"end"`
-				}
-				if err := json.Unmarshal(out, &res); err != nil {
-					b.Fatalf("iperf3 JSON: %v", err)
-				}
-				bps += res.End.SumReceived.BitsPerSecond
 			}
 			b.ReportMetric(bps/float64(b.N)/1e9, "Gbit/s")
 			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*size>>20), "cpu-ns/MiB")
 		})
 		b.Run(fmt.Sprintf("crr-x2/loops=%d", loops), func(b *testing.B) {
-			back := freePort(b)
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			srv := exec.CommandContext(ctx, rr, "-server", "-listen", back.String())
-			if err := srv.Start(); err != nil {
-				b.Fatalf("rr -server: %v", err)
-			}
-			defer srv.Wait()
-			defer cancel()
-			waitListening(b, back.String())
-			front := spliceLoops(b, loops, back)
-
+			front := spliceLoops(b, loops, startServer(b, rr, "-server", "-listen"))
 			var tx int64
 			var secs float64
 			var cpu time.Duration
@@ -96,22 +58,15 @@ func BenchmarkExternalLoops(b *testing.B) {
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
-						out, err := exec.Command(rr, "-mode", "crr", "-connect", front.String(), "-time", "3s").Output()
-						var r struct {
-							Transactions int64   `json:"transactions"`
-							Seconds      float64 `json:"seconds"`
-						}
-						if err == nil {
-							err = json.Unmarshal(out, &r)
-						}
+						n, d, err := crrClient(rr, front)
 						mu.Lock()
 						defer mu.Unlock()
 						if err != nil {
-							b.Errorf("rr -mode crr: %v\n%s", err, out)
+							b.Error(err)
 							return
 						}
-						tx += r.Transactions
-						secs = max(secs, r.Seconds)
+						tx += n
+						secs = max(secs, d)
 					}()
 				}
 				wg.Wait()
@@ -124,6 +79,23 @@ func BenchmarkExternalLoops(b *testing.B) {
 			b.ReportMetric(float64(cpu.Microseconds())/float64(tx), "cpu-µs/tx")
 		})
 	}
+}
+
+// crrClient runs bench/rr's connect-request-response client for 3 s and
+// returns its transactions and the seconds it ran.
+func crrClient(rr string, to netip.AddrPort) (int64, float64, error) {
+	out, err := exec.Command(rr, "-mode", "crr", "-connect", to.String(), "-time", "3s").Output()
+	if err != nil {
+		return 0, 0, fmt.Errorf("rr -mode crr: %v\n%s", err, out)
+	}
+	var r struct {
+		Transactions int64   `json:"transactions"`
+		Seconds      float64 `json:"seconds"`
+	}
+	if err := json.Unmarshal(out, &r); err != nil {
+		return 0, 0, fmt.Errorf("rr output: %v\n%s", err, out)
+	}
+	return r.Transactions, r.Seconds, nil
 }
 
 // spliceLoops runs loops Forwarders, each with its own listener on one
