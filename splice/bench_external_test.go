@@ -40,7 +40,7 @@ func BenchmarkExternal(b *testing.B) {
 
 func externalBench(b *testing.B, iperf string, streams int, forward func(*testing.B, net.Listener, string)) {
 	const size = 256 << 20
-	back := startServer(b, iperf, "-s", "-B", "127.0.0.1")
+	back := startServer(b, iperf, iperfServer)
 	front := listen(b)
 	go forward(b, front, back.String())
 	frontPort := front.Addr().(*net.TCPAddr).Port
@@ -59,19 +59,13 @@ func externalBench(b *testing.B, iperf string, streams int, forward func(*testin
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*size>>20), "proxy-cpu-ns/MiB")
 }
 
-// startServer runs a server process (iperf3 -s, bench/rr -server) on a
-// free loopback port, given to it as "-p PORT" (iperf3) or "-listen
-// ADDR" (rr, whose args end in "-listen"), and waits until it listens.
-func startServer(b *testing.B, path string, args ...string) netip.AddrPort {
+// startServer runs a server process on a free loopback port, whose
+// command line args gives, and waits until it listens there.
+func startServer(b *testing.B, path string, args func(addr netip.AddrPort) []string) netip.AddrPort {
 	b.Helper()
 	addr := freePort(b)
-	if args[len(args)-1] == "-listen" {
-		args = append(args, addr.String())
-	} else {
-		args = append(args, "-p", fmt.Sprint(addr.Port()))
-	}
 	ctx, cancel := context.WithCancel(context.Background())
-	srv := exec.CommandContext(ctx, path, args...)
+	srv := exec.CommandContext(ctx, path, args(addr)...)
 	if err := srv.Start(); err != nil {
 		cancel()
 		b.Fatalf("%s: %v", path, err)
@@ -79,6 +73,18 @@ func startServer(b *testing.B, path string, args ...string) netip.AddrPort {
 	b.Cleanup(func() { cancel(); srv.Wait() })
 	waitListening(b, addr.String())
 	return addr
+}
+
+// iperfServer is iperf3 -s's command line for startServer.
+func iperfServer(addr netip.AddrPort) []string {
+	return []string{"-s", "-B", addr.Addr().String(), "-p", fmt.Sprint(addr.Port())}
+}
+
+// freePort reserves a loopback port by binding and closing it.
+func freePort(b *testing.B) netip.AddrPort {
+	l := listen(b)
+	defer l.Close()
+	return addrPort(b, l.Addr())
 }
 
 // iperfClient moves size bytes over streams connections to port and

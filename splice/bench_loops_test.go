@@ -3,7 +3,6 @@ package splice
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/netip"
 	"os/exec"
 	"path/filepath"
@@ -28,11 +27,11 @@ func BenchmarkExternalLoops(b *testing.B) {
 	}
 	rr := filepath.Join(b.TempDir(), "rr")
 	if out, err := exec.Command("go", "build", "-o", rr, "../bench/rr").CombinedOutput(); err != nil {
-		b.Skipf("building bench/rr: %v\n%s", err, out)
+		b.Fatalf("building bench/rr: %v\n%s", err, out)
 	}
 	for _, loops := range []int{1, 2} {
 		b.Run(fmt.Sprintf("iperf3-P4/loops=%d", loops), func(b *testing.B) {
-			front := spliceLoops(b, loops, startServer(b, iperf, "-s", "-B", "127.0.0.1"))
+			front := spliceLoops(b, loops, startServer(b, iperf, iperfServer))
 			const size = 512 << 20
 			b.SetBytes(size)
 			var cpu time.Duration
@@ -46,7 +45,7 @@ func BenchmarkExternalLoops(b *testing.B) {
 			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*size>>20), "cpu-ns/MiB")
 		})
 		b.Run(fmt.Sprintf("crr-x2/loops=%d", loops), func(b *testing.B) {
-			front := spliceLoops(b, loops, startServer(b, rr, "-server", "-listen"))
+			front := spliceLoops(b, loops, startServer(b, rr, func(a netip.AddrPort) []string { return []string{"-server", "-listen", a.String()} }))
 			var tx int64
 			var secs float64
 			var cpu time.Duration
@@ -113,14 +112,4 @@ func spliceLoops(b *testing.B, loops int, back netip.AddrPort) netip.AddrPort {
 		}
 	}
 	return front
-}
-
-// freePort reserves a loopback port by binding and closing it.
-func freePort(b *testing.B) netip.AddrPort {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatalf("listen: %v", err)
-	}
-	defer l.Close()
-	return netip.MustParseAddrPort(l.Addr().String())
 }

@@ -1,6 +1,8 @@
 package splice
 
 import (
+	"os"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/gopasta/gopasta/internal/sock"
@@ -9,8 +11,22 @@ import (
 const spliceFlags = unix.SPLICE_F_MOVE | unix.SPLICE_F_NONBLOCK
 
 // pageSize is what a pipe slot holds at most: a pipe of size bytes has
-// size/pageSize slots.
-const pageSize = 4096
+// size/pageSize slots. It is the kernel's page size, 4 KiB on amd64 but up
+// to 64 KiB on arm64: assuming 4 KiB there would count sixteen times the
+// slots a pipe has and take a pipe that ran out of slots for a drained
+// socket.
+var pageSize = os.Getpagesize()
+
+// drained reports whether a splice(2) from a socket into a pipe that moved
+// n of the asked bytes, into a pipe of size bytes (slots of pageSize)
+// that held inPipe bytes before, emptied the socket. Short of asked, the
+// read stopped because the socket had no more or because the pipe ran out
+// of slots. A slot holds at least one byte, so the bytes in the pipe
+// before took at most inPipe slots and the n new ones at most n: if n is
+// below the slots that were free, one was left, and the socket it is.
+func drained(n, asked, inPipe, size, pageSize int) bool {
+	return n < asked && n < size/pageSize-inPipe
+}
 
 // tcpConn is one spliced connection. Direction i moves bytes from fd[i]
 // through dir[i].p to fd[1-i].
@@ -194,17 +210,12 @@ func (f *Forwarder) tcpMove(c *tcpConn, i int) (more, ok bool) {
 			case n > 0:
 				p.n += int(n)
 				moved = true
-				if int(n) < want && int(n) < p.size/pageSize-(p.size-want) && !c.hup[i] {
-					// The socket held less than we asked for, and not
-					// because the pipe ran out of slots: a slot holds at
-					// least a byte, so the bytes already in the pipe
-					// take at most as many slots, and filling the rest
-					// takes at least as many bytes. It is drained: new data brings a
-					// new edge, so the read that would only say EAGAIN
-					// is saved (a third of the calls of a
-					// request/response exchange). Not after a hang-up,
-					// whose edge has come already and whose end of file
-					// is still to be read.
+				if !c.hup[i] && drained(int(n), want, p.n-int(n), p.size, pageSize) {
+					// New data brings a new edge, so the read that
+					// would only say EAGAIN is saved (a third of the
+					// calls of a request/response exchange). Not after
+					// a hang-up, whose edge has come already and whose
+					// end of file is still to be read.
 					c.readable[i] = false
 				}
 			case err == nil:

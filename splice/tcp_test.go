@@ -358,3 +358,29 @@ func TestAddErrors(t *testing.T) {
 		t.Errorf("NewForwarder(PipeSize -1): got nil error, want one")
 	}
 }
+
+// TestDrained: a short splice from a socket means the socket is empty only
+// when the pipe still had a free slot, counted with the kernel's page size
+// (64 KiB pages on some arm64 kernels make a 1 MiB pipe 16 slots).
+func TestDrained(t *testing.T) {
+	const size = 1 << 20
+	for _, tc := range []struct {
+		name                       string
+		n, asked, inPipe, pageSize int
+		want                       bool
+	}{
+		{"all asked", size, size, 0, 4096, false},
+		{"one small message", 1, size, 0, 4096, true},
+		{"small, pipe nearly full of single bytes", 1, size - 255, 255, 4096, false},
+		{"small, slots to spare", 100, size - 100, 100, 4096, true},
+		{"as many bytes as free slots", 156, size - 100, 100, 4096, false},
+		{"64 KiB pages: 16 slots", 16, size, 0, 65536, false},
+		{"64 KiB pages: one slot free", 15, size, 0, 65536, true},
+		{"64 KiB pages: full of small reads", 10, size - 10, 10, 65536, false},
+	} {
+		if got := drained(tc.n, tc.asked, tc.inPipe, size, tc.pageSize); got != tc.want {
+			t.Errorf("%s: drained(n %d, asked %d, in pipe %d, page %d) = %v, want %v",
+				tc.name, tc.n, tc.asked, tc.inPipe, tc.pageSize, got, tc.want)
+		}
+	}
+}
