@@ -193,11 +193,9 @@ func runBench(o options) int {
 		// rather than all runs of one tool first: a machine whose speed
 		// drifts during the half hour (a shared host, thermal limits)
 		// then shifts every tool alike, and the ratios stay fair.
-		one := o
-		one.runs = 1
 		for run := 0; run < o.runs; run++ {
 			for _, tool := range o.tools {
-				benchTool(one, h, tool, mtu, mine, res, gopastaBin, gopastaErr, rrBin, tmp)
+				benchTool(o, h, tool, mtu, mine, res, gopastaBin, gopastaErr, rrBin, tmp)
 			}
 		}
 	}
@@ -222,7 +220,8 @@ func runBench(o options) int {
 	return 0
 }
 
-// benchTool starts one tool at one MTU and runs every row through it.
+// benchTool starts one tool at one MTU and measures every row through it
+// once (one run).
 func benchTool(o options, h *hostNS, tool string, mtu int, cases []testCase, res *results,
 	gopastaBin string, gopastaErr error, rrBin, tmp string) {
 	startIt := func() (*instance, error) {
@@ -262,40 +261,38 @@ func benchTool(o options, h *hostNS, tool string, mtu int, cases []testCase, res
 	for _, c := range cases {
 		ids[c.id()] = true
 	}
-	for run := 0; run < o.runs; run++ {
-		for _, c := range cases {
-			if in.kernel && c.path != "tap" {
-				alias := c
-				alias.path = "tap"
-				res.alias(c, tool, alias)
-				if ids[alias.id()] {
-					continue // measured as its own row
-				}
-				c = alias
+	for _, c := range cases {
+		if in.kernel && c.path != "tap" {
+			alias := c
+			alias.path = "tap"
+			res.alias(c, tool, alias)
+			if ids[alias.id()] {
+				continue // measured as its own row
 			}
-			// A tool that crashed gets one fresh start per row, so one
-			// crash does not blank the rest of the table.
-			if why := in.dead(); why != "" {
-				fmt.Fprintf(os.Stderr, "   restarting: %s\n", why)
-				in.close()
-				if in, err = startIt(); err != nil {
-					fmt.Fprintf(os.Stderr, "   restart failed: %v\n", err)
-					for _, c2 := range cases {
-						res.fail(c2, tool, "could not restart: "+err.Error())
-					}
-					in = &instance{tool: tool}
-					return
-				}
-			}
-			s, err := measure(in, h, c, o.secs, rrBin)
-			if err != nil {
-				res.fail(c, tool, err.Error())
-				fmt.Fprintf(os.Stderr, "   %-60s n/a: %v\n", c.label(), err)
-				continue
-			}
-			res.add(c, tool, s)
-			fmt.Fprintf(os.Stderr, "   %-60s %s\n", c.label(), formatValue(c, s.value))
+			c = alias
 		}
+		// A tool that crashed gets one fresh start per row, so one
+		// crash does not blank the rest of the table.
+		if why := in.dead(); why != "" {
+			fmt.Fprintf(os.Stderr, "   restarting: %s\n", why)
+			in.close()
+			if in, err = startIt(); err != nil {
+				fmt.Fprintf(os.Stderr, "   restart failed: %v\n", err)
+				for _, c2 := range cases {
+					res.fail(c2, tool, "could not restart: "+err.Error())
+				}
+				in = &instance{tool: tool}
+				return
+			}
+		}
+		s, err := measure(in, h, c, o.secs, rrBin)
+		if err != nil {
+			res.fail(c, tool, err.Error())
+			fmt.Fprintf(os.Stderr, "   %-60s n/a: %v\n", c.label(), err)
+			continue
+		}
+		res.add(c, tool, s)
+		fmt.Fprintf(os.Stderr, "   %-60s %s\n", c.label(), formatValue(c, s.value))
 	}
 }
 
