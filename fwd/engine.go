@@ -138,6 +138,7 @@ type Engine struct {
 	pcap     *pcapWriter
 
 	epfd, timerfd, wakefd int
+	cycles                uint64 // event-loop cycles run (sock.AcceptBudget)
 	events                []unix.EpollEvent
 	nextTick              int64 // next housekeeping tick
 	timerAt               int64 // what the timerfd is armed for

@@ -29,9 +29,7 @@ import (
 // Listener tags in epoll's Fd field: tagListenBase - slot.
 const tagListenBase = -16
 
-const (
-	acceptBatch = 32 // connections accepted per listener event
-)
+const ()
 
 // Listener is a host socket the engine serves. Fd must be bound and, for
 // TCP, listening; the engine makes it non-blocking and owns it from
@@ -85,8 +83,9 @@ var ErrListenFamily = errors.New("fwd: listener target address family differs fr
 
 type listener struct {
 	Listener
-	gen    uint32
-	active bool
+	gen        uint32
+	active     bool
+	acceptedIn uint64 // the engine cycle of the last accept (sock.AcceptBudget)
 }
 
 // listenTable is the engine's listener state (Engine.lst).
@@ -269,7 +268,9 @@ func (t *listenTable) canSplice(l *listener, src netip.Addr) bool {
 
 func (e *Engine) acceptTCP(l *listener) {
 	t := &e.lst
-	for range acceptBatch {
+	batch := sock.AcceptBudget(l.acceptedIn, e.cycles)
+	l.acceptedIn = e.cycles
+	for range batch {
 		fd, peer, err := t.acc.Accept(l.Fd)
 		if err != nil {
 			if err != unix.EAGAIN && err != unix.ECONNABORTED && e.debug {

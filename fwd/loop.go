@@ -81,6 +81,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			return fmt.Errorf("fwd: epoll_wait: %w", err)
 		}
 		e.updateClock()
+		e.cycles++
 		readLink := linkMore
 		for i := range e.events[:n] {
 			ev := &e.events[i]

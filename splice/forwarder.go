@@ -99,7 +99,8 @@ type Forwarder struct {
 	udp      slots.Table[udpFlow]
 	again    []int // TCP slots whose pump ran out of budget
 	again2   []int
-	now      int64 // nanoseconds since base, refreshed each cycle
+	now      int64  // nanoseconds since base, refreshed each cycle
+	cycles   uint64 // cycles run, for listeners telling a queue from a single connection
 	base     time.Time
 	timerOn  bool
 	udpBatch *mmsgBatch
@@ -278,6 +279,7 @@ func (f *Forwarder) Run(ctx context.Context) error {
 			return fmt.Errorf("splice: epoll_wait: %w", err)
 		}
 		f.now = int64(time.Since(f.base))
+		f.cycles++
 		f.cycle(f.events[:n])
 	}
 }

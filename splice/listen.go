@@ -70,6 +70,9 @@ type listener struct {
 	backoff time.Duration
 	retryAt int64
 	off     bool
+	// The loop cycle of this listener's last accept: a listener reported
+	// again in the very next cycle has a queue, and is drained in a batch.
+	acceptedIn uint64
 	// UDP: the flows this listener created, by peer, so that datagrams
 	// that reached the listener before the peer's own socket existed
 	// join their flow instead of starting another.
@@ -90,7 +93,6 @@ type listenTable struct {
 const (
 	minAcceptBackoff = 5 * time.Millisecond
 	maxAcceptBackoff = time.Second
-	acceptBatch      = 32 // connections taken per listener event
 )
 
 // AddTCPListener serves l on the loop; safe from any goroutine.
@@ -210,10 +212,14 @@ func (f *Forwarder) listenEvent(slot int, gen uint32) {
 	}
 }
 
+// acceptTCP takes connections off a listener, as many as
+// sock.AcceptBudget says.
 func (f *Forwarder) acceptTCP(slot int32) {
 	t := &f.lst
 	l := &t.ls.Items[slot]
-	for range acceptBatch {
+	batch := sock.AcceptBudget(l.acceptedIn, f.cycles)
+	l.acceptedIn = f.cycles
+	for range batch {
 		fd, _, err := t.acc.Accept(l.tcp.Fd)
 		switch {
 		case err == nil:

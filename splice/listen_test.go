@@ -105,6 +105,35 @@ func TestTCPListener(t *testing.T) {
 	l.Close()
 }
 
+// TestTCPListenerBurst: connections queued at the listener all at once
+// (one accept per event at first, then batches) are all served, and so are
+// connections one after another.
+func TestTCPListenerBurst(t *testing.T) {
+	r := newRig(t, Options{})
+	go echoBack(r.back)
+	addr, _ := tcpListenerTo(t, r, addrPort(t, r.back.Addr()))
+	const n = 100
+	errs := make(chan error, n)
+	for i := range n {
+		go func() { errs <- roundTrip(addr, fmt.Sprintf("burst %d", i)) }()
+	}
+	for i := range n {
+		select {
+		case err := <-errs:
+			if err != nil {
+				t.Fatalf("burst connection: %v", err)
+			}
+		case <-time.After(testTimeout):
+			t.Fatalf("burst: %d of %d connections done after %v", i, n, testTimeout)
+		}
+	}
+	for i := range 20 {
+		if err := roundTrip(addr, fmt.Sprintf("after %d", i)); err != nil {
+			t.Fatalf("connection %d after the burst: %v", i, err)
+		}
+	}
+}
+
 // TestTCPListenerDialFails: a connection whose other side cannot be
 // reached is reset, and the listener goes on serving.
 func TestTCPListenerDialFails(t *testing.T) {

@@ -115,6 +115,25 @@ func (a *Acceptor) Accept(fd int) (int, netip.AddrPort, error) {
 	return int(nfd), AddrPortOf(&a.rsa), nil
 }
 
+// AcceptBatch is the most connections an event loop takes off one
+// level-triggered listener per event while connections queue there.
+const AcceptBatch = 32
+
+// AcceptBudget is how many connections an event loop accepts in cycle now
+// from a level-triggered listener that last accepted in cycle last (0:
+// never). One accept per event loses nothing on such a listener: a
+// connection left queued reports it again in the next cycle. That is the
+// common case (connections one after another, each then costing one
+// accept4 instead of two with the second failing with EAGAIN); a listener
+// reported in two cycles in a row has a queue, which is taken in batches of
+// AcceptBatch up to EAGAIN.
+func AcceptBudget(last, now uint64) int {
+	if last != 0 && last+1 >= now {
+		return AcceptBatch
+	}
+	return 1
+}
+
 // AcceptRetry reports whether an accept error is about one connection
 // (gone before it was taken) rather than the listener or the process:
 // accept again at once. Other errors (out of descriptors or memory) leave

@@ -103,3 +103,20 @@ func TestAddrPortOf(t *testing.T) {
 		}
 	}
 }
+
+func TestAcceptBudget(t *testing.T) {
+	for _, tc := range []struct {
+		last, now uint64
+		want      int
+	}{
+		{0, 1, 1},           // never accepted
+		{5, 9, 1},           // a connection after a pause
+		{8, 9, AcceptBatch}, // reported again the next cycle: a queue
+		{9, 9, AcceptBatch}, // twice in one cycle
+		{1 << 63, 1<<63 + 1, AcceptBatch},
+	} {
+		if got := AcceptBudget(tc.last, tc.now); got != tc.want {
+			t.Errorf("AcceptBudget(%d, %d): got %d, want %d", tc.last, tc.now, got, tc.want)
+		}
+	}
+}
