@@ -29,8 +29,6 @@ import (
 // Listener tags in epoll's Fd field: tagListenBase - slot.
 const tagListenBase = -16
 
-const ()
-
 // Listener is a host socket the engine serves. Fd must be bound and, for
 // TCP, listening; the engine makes it non-blocking and owns it from
 // AddListener on (closing it on error too).
