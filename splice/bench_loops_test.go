@@ -45,7 +45,7 @@ func BenchmarkExternalLoops(b *testing.B) {
 			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*size>>20), "cpu-ns/MiB")
 		})
 		b.Run(fmt.Sprintf("crr-x2/loops=%d", loops), func(b *testing.B) {
-			front := spliceLoops(b, loops, startServer(b, rr, func(a netip.AddrPort) []string { return []string{"-server", "-listen", a.String()} }))
+			front := spliceLoops(b, loops, startServer(b, rr, rrServer))
 			var tx int64
 			var secs float64
 			var cpu time.Duration
@@ -78,6 +78,11 @@ func BenchmarkExternalLoops(b *testing.B) {
 			b.ReportMetric(float64(cpu.Microseconds())/float64(tx), "cpu-µs/tx")
 		})
 	}
+}
+
+// rrServer is bench/rr's server command line for startServer.
+func rrServer(addr netip.AddrPort) []string {
+	return []string{"-server", "-listen", addr.String()}
 }
 
 // crrClient runs bench/rr's connect-request-response client for 3 s and

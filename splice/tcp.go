@@ -18,14 +18,14 @@ const spliceFlags = unix.SPLICE_F_MOVE | unix.SPLICE_F_NONBLOCK
 var pageSize = os.Getpagesize()
 
 // drained reports whether a splice(2) from a socket into a pipe that moved
-// n of the asked bytes, into a pipe of size bytes (slots of pageSize)
+// n of the asked bytes, into a pipe of size bytes (slots of page bytes)
 // that held inPipe bytes before, emptied the socket. Short of asked, the
 // read stopped because the socket had no more or because the pipe ran out
 // of slots. A slot holds at least one byte, so the bytes in the pipe
 // before took at most inPipe slots and the n new ones at most n: if n is
 // below the slots that were free, one was left, and the socket it is.
-func drained(n, asked, inPipe, size, pageSize int) bool {
-	return n < asked && n < size/pageSize-inPipe
+func drained(n, asked, inPipe, size, page int) bool {
+	return n < asked && n < size/page-inPipe
 }
 
 // tcpConn is one spliced connection. Direction i moves bytes from fd[i]
