@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gopasta/gopasta/internal/header"
+	"github.com/gopasta/gopasta/internal/yield"
 )
 
 // DefaultFlowCapacity is the flow table size when Options.FlowCapacity is 0.
@@ -138,7 +139,8 @@ type Engine struct {
 	pcap     *pcapWriter
 
 	epfd, timerfd, wakefd int
-	cycles                uint64 // event-loop cycles run (sock.AcceptBudget)
+	cycles                uint64        // event-loop cycles run (sock.AcceptBudget)
+	yield                 yield.Yielder // a Gosched every few ms, so the runtime never preempts the loop
 	events                []unix.EpollEvent
 	nextTick              int64 // next housekeeping tick
 	timerAt               int64 // what the timerfd is armed for

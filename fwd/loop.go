@@ -107,6 +107,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		}
 		e.flush()
 		e.reap()
+		e.yield.Maybe(e.now)
 	}
 }
 

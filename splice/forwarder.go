@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gopasta/gopasta/internal/slots"
+	"github.com/gopasta/gopasta/internal/yield"
 )
 
 // Event tags: the 64-bit epoll data holds the slot index (Fd) and kind,
@@ -99,8 +100,9 @@ type Forwarder struct {
 	udp      slots.Table[udpFlow]
 	again    []int // TCP slots whose pump ran out of budget
 	again2   []int
-	now      int64  // nanoseconds since base, refreshed each cycle
-	cycles   uint64 // cycles run, for listeners telling a queue from a single connection
+	now      int64         // nanoseconds since base, refreshed each cycle
+	cycles   uint64        // cycles run, for listeners telling a queue from a single connection
+	yield    yield.Yielder // a Gosched every few ms, so the runtime never preempts the loop
 	base     time.Time
 	timerOn  bool
 	udpBatch *mmsgBatch
@@ -281,6 +283,7 @@ func (f *Forwarder) Run(ctx context.Context) error {
 		f.now = int64(time.Since(f.base))
 		f.cycles++
 		f.cycle(f.events[:n])
+		f.yield.Maybe(f.now)
 	}
 }
 
