@@ -140,7 +140,7 @@ type Engine struct {
 
 	epfd, timerfd, wakefd int
 	cycles                uint64        // event-loop cycles run (sock.AcceptBudget)
-	yield                 yield.Yielder // a Gosched every few ms, so the runtime never preempts the loop
+	yield                 yield.Yielder // a Gosched every few ms, so sysmon leaves the loop's P alone
 	events                []unix.EpollEvent
 	nextTick              int64 // next housekeeping tick
 	timerAt               int64 // what the timerfd is armed for

@@ -102,7 +102,7 @@ type Forwarder struct {
 	again2   []int
 	now      int64         // nanoseconds since base, refreshed each cycle
 	cycles   uint64        // cycles run, for listeners telling a queue from a single connection
-	yield    yield.Yielder // a Gosched every few ms, so the runtime never preempts the loop
+	yield    yield.Yielder // a Gosched every few ms, so sysmon leaves the loop's P alone
 	base     time.Time
 	timerOn  bool
 	udpBatch *mmsgBatch

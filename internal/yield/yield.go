@@ -31,9 +31,9 @@ import (
 )
 
 // Interval is how often a loop yields: half the runtime's 10 ms
-// forced-preemption threshold (forcePreemptNS in the runtime, unchanged
-// since Go 1.14), so that any two of sysmon's looks at the loop, however
-// far apart, see a new scheduling tick.
+// forced-preemption threshold (forcePreemptNS in the runtime, 10 ms as of
+// Go 1.26), so that any two of sysmon's looks at the loop, however far
+// apart, see a new scheduling tick.
 const Interval = 5 * time.Millisecond
 
 // Yielder yields at most once per Interval. The zero value is ready; it is

@@ -15,17 +15,17 @@ func TestDue(t *testing.T) {
 		now  int64
 		want bool
 	}{
-		{0, false},         // a fresh loop at time zero has nothing to catch up
-		{iv - 1, false},    // not yet
-		{iv, true},         // exactly one interval
-		{iv + 1, false},    // counted from the last yield, not from zero
-		{2*iv - 1, false},  //
-		{2 * iv, true},     //
-		{10 * iv, true},    // a long gap yields once, not once per interval missed
-		{10*iv + 1, false}, //
-		{9 * iv, false},    // a clock that steps back does not yield
-		{11 * iv, true},    //
-		{11*iv + iv, true}, //
+		{0, false},      // a fresh loop at time zero has nothing to catch up
+		{iv - 1, false}, // not yet
+		{iv, true},      // exactly one interval
+		{iv + 1, false}, // counted from the last yield, not from zero
+		{2*iv - 1, false},
+		{2 * iv, true},
+		{10 * iv, true}, // a long gap yields once, not once per interval missed
+		{10*iv + 1, false},
+		{9 * iv, false}, // a clock that steps back does not yield
+		{11 * iv, true},
+		{11*iv + iv, true},
 		{12*iv + iv/2, false},
 	} {
 		if got := y.due(c.now); got != c.want {
@@ -89,7 +89,8 @@ func TestSysmonBacksOff(t *testing.T) {
 	}
 	base := run(false)
 	// The yields themselves cost about 200 switches in 0.4 s (a hand-off
-	// of the P each), so a base below 900 leaves too little room to tell the two apart.
+	// of the P each), so a base below 900 leaves too little room to tell
+	// the two apart.
 	if base < 900 {
 		t.Skipf("without yields the other threads switched only %d times in 0.4 s: too few to tell the yields' effect apart", base)
 	}
