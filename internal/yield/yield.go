@@ -44,14 +44,12 @@ type Yielder struct {
 
 // Maybe yields the processor (runtime.Gosched) if Interval has passed
 // since the last time it did, with now a monotonic clock in nanoseconds
-// (the loop's own), and reports whether it yielded. Call it once per loop
-// cycle, after the events are handled.
-func (y *Yielder) Maybe(now int64) bool {
-	if !y.due(now) {
-		return false
+// (the loop's own). Call it once per loop cycle, after the events are
+// handled.
+func (y *Yielder) Maybe(now int64) {
+	if y.due(now) {
+		runtime.Gosched()
 	}
-	runtime.Gosched()
-	return true
 }
 
 // due is Maybe's rule without the yield: it advances last when Interval
