@@ -173,6 +173,68 @@ func TestRenderReportFootnotes(t *testing.T) {
 	}
 }
 
+func TestRenderReportSpread(t *testing.T) {
+	rows := []struct {
+		c      testCase
+		gp, pa []float64
+	}{
+		// Ahead, every run faster.
+		{testCase{kind: "tcp", dir: "out", path: "tap", fam: 4, mtu: mtuBig}, []float64{12, 13, 14}, []float64{9, 10, 11}},
+		// Behind, runs cross.
+		{testCase{kind: "tcp", dir: "in", path: "tap", fam: 4, mtu: mtuBig}, []float64{9, 10, 11}, []float64{10, 11, 12}},
+		// Behind, every run slower.
+		{testCase{kind: "tcp", dir: "out", path: "tap", fam: 6, mtu: mtuBig}, []float64{7, 8, 9}, []float64{10, 11, 12}},
+		// 0.996: shown as 1.00×, so not below.
+		{testCase{kind: "tcp", dir: "in", path: "tap", fam: 6, mtu: mtuBig}, []float64{9.96}, []float64{10}},
+	}
+	r := newResults([]string{"gopasta", "pasta"})
+	var cases []testCase
+	for _, row := range rows {
+		cases = append(cases, row.c)
+		for i := range row.gp {
+			r.add(row.c, "gopasta", sample{value: row.gp[i], amount: 1e9, cpuTicks: 1})
+		}
+		for i := range row.pa {
+			r.add(row.c, "pasta", sample{value: row.pa[i], amount: 1e9, cpuTicks: 1})
+		}
+	}
+	out := renderReport(options{runs: 3, secs: 1}, cases, r, "m", "v", 0)
+	for _, want := range []string{
+		"| 1.30× |", "| 0.91× [1] |", "| 0.73× |", "| 1.00× |",
+		"2 of 4 rows at or above 1.00×; of the 2 below, 1 within run-to-run spread (runs cross), 1 with every gopasta run slower than every pasta run.",
+		"[1] the two tools' runs of this row cross",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestOverlap(t *testing.T) {
+	cellOf := func(v ...float64) *cell {
+		c := &cell{}
+		for _, x := range v {
+			c.samples = append(c.samples, sample{value: x})
+		}
+		return c
+	}
+	tests := []struct {
+		a, b *cell
+		want bool
+	}{
+		{cellOf(1, 2), cellOf(2, 3), true},
+		{cellOf(1, 2), cellOf(2.1, 3), false},
+		{cellOf(3, 4), cellOf(1, 2.9), false},
+		{cellOf(1, 5), cellOf(2, 3), true},
+		{cellOf(1), cellOf(1, 2), false}, // one run: no spread to compare
+	}
+	for _, tt := range tests {
+		if got := overlap(tt.a, tt.b); got != tt.want {
+			t.Errorf("overlap(%v, %v): got %v, want %v", tt.a.samples, tt.b.samples, got, tt.want)
+		}
+	}
+}
+
 func FuzzParseIperf(f *testing.F) {
 	f.Add([]byte(`{"end":{"sum_received":{"bytes":1e9,"bits_per_second":1.6e9}}}`), false)
 	f.Add([]byte(`{"end":{"sum":{"bytes":1e9,"bits_per_second":2e9,"lost_percent":25}}}`), true)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"runtime"
@@ -82,6 +83,32 @@ func (ce *cell) value() (float64, bool) {
 	return median(v)
 }
 
+// spread is the slowest and the fastest run of a cell.
+func (ce *cell) spread() (lo, hi float64, ok bool) {
+	for i, s := range ce.samples {
+		if i == 0 || s.value < lo {
+			lo = s.value
+		}
+		if i == 0 || s.value > hi {
+			hi = s.value
+		}
+	}
+	return lo, hi, len(ce.samples) > 0
+}
+
+// overlap reports whether two cells of at least two runs each have runs
+// that cross: the slowest run of each is no faster than the fastest of the
+// other. Their ratio is then one draw from the run-to-run spread, and a
+// second run of the bench can put it on either side of 1.0.
+func overlap(a, b *cell) bool {
+	if len(a.samples) < 2 || len(b.samples) < 2 {
+		return false
+	}
+	alo, ahi, _ := a.spread()
+	blo, bhi, _ := b.spread()
+	return alo <= bhi && blo <= ahi
+}
+
 // worstShare is the slowest whole second of any run as a share of the
 // median, for TCP transfers.
 func (ce *cell) worstShare() (float64, bool) {
@@ -158,6 +185,34 @@ var sections = []section{
 	{"TCP request/response (1-byte messages)", "transactions/s", "CPU µs/transaction", func(c testCase) bool { return c.isRR() }, false},
 }
 
+const spreadNote = "the two tools' runs of this row cross (each one's slowest run is no faster than the other's fastest): the ratio is within run-to-run spread"
+
+// ratioSummary counts the rows where gopasta leads pasta, and of those
+// where it does not, the ones whose runs cross pasta's.
+type ratioSummary struct {
+	rows, ahead, behindCrossed int
+}
+
+func (s *ratioSummary) add(ahead, crossed bool) {
+	s.rows++
+	switch {
+	case ahead:
+		s.ahead++
+	case crossed:
+		s.behindCrossed++
+	}
+}
+
+func (s ratioSummary) String() string {
+	behind := s.rows - s.ahead
+	out := fmt.Sprintf("%d of %d rows at or above 1.00×", s.ahead, s.rows)
+	if behind > 0 {
+		out += fmt.Sprintf("; of the %d below, %d within run-to-run spread (runs cross), %d with every gopasta run slower than every pasta run",
+			behind, s.behindCrossed, behind-s.behindCrossed)
+	}
+	return out + "."
+}
+
 func renderReport(o options, cases []testCase, r *results, machine, vers string, elapsed time.Duration) string {
 	var b strings.Builder
 	var n notes
@@ -181,6 +236,7 @@ func renderReport(o options, cases []testCase, r *results, machine, vers string,
 		}
 	}
 	hasGopasta := false
+	var sum ratioSummary
 	for _, t := range r.tools {
 		hasGopasta = hasGopasta || t == "gopasta"
 	}
@@ -245,7 +301,16 @@ func renderReport(o options, cases []testCase, r *results, machine, vers string,
 				return fmt.Sprintf("%.2f×", x/y)
 			}
 			if hasGopasta && hasPasta {
-				line = append(line, ratio("gopasta", "pasta"))
+				s := ratio("gopasta", "pasta")
+				if g, p := vals["gopasta"], vals["pasta"]; s != "–" {
+					crossed := overlap(r.resolve(c, "gopasta"), r.resolve(c, "pasta"))
+					if crossed {
+						s += " " + n.ref(spreadNote)
+					}
+					// Counted as shown: a row printed as 1.00× is not below.
+					sum.add(math.Round(g/p*100) >= 100, crossed)
+				}
+				line = append(line, s)
 			}
 			if hasGopasta && hasVeth {
 				line = append(line, ratio("gopasta", "veth"))
@@ -273,6 +338,9 @@ func renderReport(o options, cases []testCase, r *results, machine, vers string,
 			fmt.Fprintf(&b, "| %s |\n", strings.Join(line, " | "))
 		}
 		b.WriteString("\n")
+	}
+	if sum.rows > 0 {
+		fmt.Fprintf(&b, "gopasta/pasta: %s\n\n", sum)
 	}
 	if len(n.order) > 0 {
 		b.WriteString("Notes:\n\n")
