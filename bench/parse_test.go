@@ -162,11 +162,14 @@ func TestEndpoints(t *testing.T) {
 func TestRenderReportFootnotes(t *testing.T) {
 	c := testCase{kind: "tcp", dir: "out", path: "tap", fam: 4, mtu: mtuBig}
 	r := newResults([]string{"gopasta", "pasta", "veth"})
-	r.add(c, "pasta", sample{value: 2, amount: 1e9, cpuTicks: 50})
-	r.add(c, "veth", sample{value: 8, amount: 1e9, cpuTicks: -1})
+	r.add(c, "pasta", sample{value: 2, amount: 1e9, cpuTicks: 50, machineTicks: 130})
+	r.add(c, "veth", sample{value: 8, amount: 1e9, cpuTicks: -1, machineTicks: -1})
 	r.fail(c, "gopasta", "gopasta: not | supported")
 	out := renderReport(options{runs: 1, secs: 1}, []testCase{c}, r, "m", "v", 0)
-	for _, want := range []string{"n/a [1]", "[1] gopasta: gopasta: not / supported", "| 2.00 |", "| 8.00 |", "0.50"} {
+	// Columns after the ratio: tool CPU (gopasta, pasta), machine CPU
+	// (gopasta, pasta, veth), worst second (three tools).
+	for _, want := range []string{"n/a [1]", "[1] gopasta: gopasta: not / supported", "| 2.00 |", "| 8.00 |",
+		"| – | 0.50 | – | 1.30 | – |", "machine CPU s/GB veth"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}
@@ -233,6 +236,39 @@ func TestOverlap(t *testing.T) {
 			t.Errorf("overlap(%v, %v): got %v, want %v", tt.a.samples, tt.b.samples, got, tt.want)
 		}
 	}
+}
+
+func TestParseProcStat(t *testing.T) {
+	tests := []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"cpu  100 2 30 9999 5 4 6 7 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\n", 142, true},
+		{"cpu 1 1 1 1 1 1 1 1", 5, true}, // a kernel without guest fields
+		{"cpu0 1 2 3 4 5 6 7 8\n", 0, false},
+		{"cpu 1 2 3 4 5 6\n", 0, false},
+		{"cpu 1 -2 3 4 5 6 7 8\n", 0, false},
+		{"cpu 1 x 3 4 5 6 7 8\n", 0, false},
+		{"cpu 9223372036854775807 1 0 0 0 0 0 0\n", 0, false}, // overflow
+		{"", 0, false},
+	}
+	for _, tt := range tests {
+		got, err := parseProcStat([]byte(tt.in))
+		if got != tt.want || (err == nil) != tt.ok {
+			t.Errorf("parseProcStat(%q): got %d, %v, want %d, ok %v", tt.in, got, err, tt.want, tt.ok)
+		}
+	}
+}
+
+func FuzzParseProcStat(f *testing.F) {
+	f.Add([]byte("cpu  1631114 1591 2091825 3553205 5035 0 372533 47288 0 0\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		v, err := parseProcStat(b)
+		if err == nil && v < 0 {
+			t.Fatalf("accepted a negative busy time %d", v)
+		}
+	})
 }
 
 func FuzzParseIperf(f *testing.F) {

@@ -266,6 +266,43 @@ func parseStat(b []byte) (ppid int, ticks int64, err error) {
 	return ppid, ut + st, nil
 }
 
+// machineTicks returns the CPU time all CPUs spent busy since boot, in
+// clock ticks: user, nice, system, irq and softirq from /proc/stat. The
+// tool's own CPU time misses work the kernel does for it in another
+// context (a loopback receive that runs in the receiving process, or in
+// ksoftirqd); the machine's busy time over the same interval is the whole
+// cost of the workload, the client, the server and the tool together.
+func machineTicks() (int64, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, err
+	}
+	return parseProcStat(b)
+}
+
+var errProcStat = errors.New("unreadable /proc/stat")
+
+// parseProcStat reads the busy time from the aggregate "cpu" line of
+// /proc/stat: user nice system idle iowait irq softirq steal ... (guest
+// time is already part of user). Idle, iowait and steal are not work done
+// on this machine's behalf by its CPUs.
+func parseProcStat(b []byte) (int64, error) {
+	line, _, _ := bytes.Cut(b, []byte("\n"))
+	f := strings.Fields(string(line))
+	if len(f) < 8 || f[0] != "cpu" {
+		return 0, errProcStat
+	}
+	var busy int64
+	for _, i := range []int{1, 2, 3, 6, 7} {
+		v, err := strconv.ParseInt(f[i], 10, 64)
+		if err != nil || v < 0 || busy+v < busy {
+			return 0, errProcStat
+		}
+		busy += v
+	}
+	return busy, nil
+}
+
 // clockTicks is USER_HZ, which is 100 on every Linux architecture Go runs
 // on (the kernel scales /proc times to it regardless of CONFIG_HZ).
 const clockTicks = 100

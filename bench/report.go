@@ -125,15 +125,24 @@ func (ce *cell) worstShare() (float64, bool) {
 	return worst / med, worst > 0
 }
 
-// cpu is the median CPU cost: seconds per GB received for throughput rows,
-// microseconds per transaction for request/response rows.
+// cpu is the tool's median CPU cost: seconds per GB received for
+// throughput rows, microseconds per transaction for request/response rows.
 func (ce *cell) cpu(rr bool) (float64, bool) {
+	return ce.perUnit(rr, func(s sample) int64 { return s.cpuTicks })
+}
+
+// machineCPU is the same for the whole machine's busy time.
+func (ce *cell) machineCPU(rr bool) (float64, bool) {
+	return ce.perUnit(rr, func(s sample) int64 { return s.machineTicks })
+}
+
+func (ce *cell) perUnit(rr bool, ticks func(sample) int64) (float64, bool) {
 	var v []float64
 	for _, s := range ce.samples {
-		if s.cpuTicks < 0 || s.amount <= 0 {
+		if ticks(s) < 0 || s.amount <= 0 {
 			continue
 		}
-		sec := float64(s.cpuTicks) / clockTicks
+		sec := float64(ticks(s)) / clockTicks
 		if rr {
 			v = append(v, sec*1e6/s.amount)
 		} else {
@@ -149,6 +158,13 @@ func formatValue(c testCase, v float64) string {
 	}
 	if v < 0.1 {
 		return fmt.Sprintf("%.3f", v)
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+func formatCPU(c testCase, v float64) string {
+	if c.isRR() {
+		return fmt.Sprintf("%.1f", v)
 	}
 	return fmt.Sprintf("%.2f", v)
 }
@@ -262,6 +278,9 @@ func renderReport(o options, cases []testCase, r *results, machine, vers string,
 		for _, t := range cpuTools {
 			hdr = append(hdr, sec.cpuUnit+" "+t)
 		}
+		for _, t := range r.tools {
+			hdr = append(hdr, "machine "+sec.cpuUnit+" "+t)
+		}
 		if sec.worst {
 			for _, t := range r.tools {
 				hdr = append(hdr, "worst 1 s/median "+t)
@@ -317,11 +336,14 @@ func renderReport(o options, cases []testCase, r *results, machine, vers string,
 			}
 			for _, t := range cpuTools {
 				if v, ok := r.resolve(c, t).cpu(c.isRR()); ok {
-					if c.isRR() {
-						line = append(line, fmt.Sprintf("%.1f", v))
-					} else {
-						line = append(line, fmt.Sprintf("%.2f", v))
-					}
+					line = append(line, formatCPU(c, v))
+				} else {
+					line = append(line, "–")
+				}
+			}
+			for _, t := range r.tools {
+				if v, ok := r.resolve(c, t).machineCPU(c.isRR()); ok {
+					line = append(line, formatCPU(c, v))
 				} else {
 					line = append(line, "–")
 				}

@@ -81,6 +81,9 @@ type sample struct {
 	value    float64 // Gbit/s, or transactions/s
 	amount   float64 // bytes received, or transactions
 	cpuTicks int64   // the tool's CPU time meanwhile (-1: no tool process)
+	// machineTicks is every CPU's busy time meanwhile (-1: not read): the
+	// whole cost of the run, client and server included.
+	machineTicks int64
 	// worst is the slowest whole-second interval of a TCP transfer, in
 	// Gbit/s (0: not measured): a stall or dip shows here even when the
 	// run's average hides it.
@@ -181,6 +184,7 @@ func measure(in *instance, h *hostNS, c testCase, secs int, rrBin string) (sampl
 	}
 	defer srv.stop()
 
+	m0, mErr := machineTicks()
 	t0 := int64(-1)
 	if in.main != nil {
 		if t0, err = cpuTicks(in.main.pid()); err != nil {
@@ -188,6 +192,7 @@ func measure(in *instance, h *hostNS, c testCase, secs int, rrBin string) (sampl
 		}
 	}
 	out, runErr := run(time.Duration(secs+20)*time.Second, cliArgv...)
+	m1, mErr1 := machineTicks()
 	var t1 int64 = -1
 	if in.main != nil {
 		var err error
@@ -217,6 +222,10 @@ func measure(in *instance, h *hostNS, c testCase, secs int, rrBin string) (sampl
 		s.cpuTicks = t1 - t0
 	} else {
 		s.cpuTicks = -1
+	}
+	s.machineTicks = -1
+	if mErr == nil && mErr1 == nil && m1 >= m0 {
+		s.machineTicks = m1 - m0
 	}
 	srv.wait(3 * time.Second)
 	return s, nil
