@@ -83,8 +83,9 @@ func (ce *cell) value() (float64, bool) {
 	return median(v)
 }
 
-// spread is the slowest and the fastest run of a cell.
-func (ce *cell) spread() (lo, hi float64, ok bool) {
+// spread is the slowest and the fastest run of a cell (zeros when it has
+// none).
+func (ce *cell) spread() (lo, hi float64) {
 	for i, s := range ce.samples {
 		if i == 0 || s.value < lo {
 			lo = s.value
@@ -93,7 +94,7 @@ func (ce *cell) spread() (lo, hi float64, ok bool) {
 			hi = s.value
 		}
 	}
-	return lo, hi, len(ce.samples) > 0
+	return lo, hi
 }
 
 // overlap reports whether two cells of at least two runs each have runs
@@ -104,8 +105,8 @@ func overlap(a, b *cell) bool {
 	if len(a.samples) < 2 || len(b.samples) < 2 {
 		return false
 	}
-	alo, ahi, _ := a.spread()
-	blo, bhi, _ := b.spread()
+	alo, ahi := a.spread()
+	blo, bhi := b.spread()
 	return alo <= bhi && blo <= ahi
 }
 
