@@ -72,6 +72,9 @@ type Flow struct {
 	Deadline int64
 	// Flags for the translators' use (UDP: traffic seen both ways).
 	Flags uint32
+	// udpLast is the largest datagram of the last batch read from a UDP
+	// flow's host socket, which bounds the next one (udpBurst).
+	udpLast uint32
 }
 
 // flowTable is a fixed-capacity table: the flows are allocated once, free

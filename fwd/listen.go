@@ -84,6 +84,7 @@ type listener struct {
 	gen        uint32
 	active     bool
 	acceptedIn uint64 // the engine cycle of the last accept (sock.AcceptBudget)
+	udpLast    uint32 // UDP: the largest datagram of the last batch (udpBurst)
 }
 
 // listenTable is the engine's listener state (Engine.lst).

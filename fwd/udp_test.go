@@ -3,7 +3,9 @@ package fwd
 import (
 	"bytes"
 	"fmt"
+	"net"
 	"net/netip"
+	"sync"
 	"testing"
 	"time"
 
@@ -95,5 +97,95 @@ func TestUDPBatchAndFlows(t *testing.T) {
 	}
 	if got := e.FlowCount(); got != 4 {
 		t.Errorf("FlowCount = %d, want 4", got)
+	}
+}
+
+func TestUDPBurst(t *testing.T) {
+	tests := []struct{ last, want int }{
+		{0, udpBatch}, // nothing read yet
+		{1, udpBatch},
+		{1400, 46},
+		{20000, 3},
+		{32768, 2},
+		{65000, 1},
+		{65507, 1},
+		{1 << 20, 1},
+	}
+	for _, tt := range tests {
+		if got := udpBurst(tt.last); got != tt.want {
+			t.Errorf("udpBurst(%d): got %d, want %d", tt.last, got, tt.want)
+		}
+	}
+}
+
+// recvRecorder passes every call through to the kernel and records how
+// many datagrams each recvmmsg asked for and got.
+type recvRecorder struct {
+	sysOps
+	mu         sync.Mutex
+	asked, got []int
+}
+
+func (r *recvRecorder) recvmmsg(fd int, m []mmsghdr) (int, error) {
+	n, err := r.sysOps.recvmmsg(fd, m)
+	r.mu.Lock()
+	r.asked, r.got = append(r.asked, len(m)), append(r.got, n)
+	r.mu.Unlock()
+	return n, err
+}
+
+// TestUDPBurstLargeDatagrams has a host peer answer a namespace flow with
+// a run of large datagrams, all queued before the engine reads: every one
+// reaches the namespace intact and in order, and once the engine has seen
+// their size it reads at most udpBurst of them at a time.
+func TestUDPBurstLargeDatagrams(t *testing.T) {
+	h := newHostNS(t)
+	var pc *net.UDPConn
+	var err error
+	h.do(func() { pc, err = listenUDPHere("127.0.0.1:0") })
+	if err != nil {
+		t.Skipf("cannot listen on 127.0.0.1 here: %v", err)
+	}
+	defer pc.Close()
+	port := uint16(pc.LocalAddr().(*net.UDPAddr).Port)
+	e, l := newTestEngine(t, Options{})
+	rec := &recvRecorder{sysOps: e.sys}
+	e.sys = rec
+	h.start(e)
+
+	ns, gw := netip.MustParseAddr("10.0.2.100"), netip.MustParseAddr("10.0.2.2")
+	l.inject(udpFrame(ns, gw, 47114, port, []byte("go")))
+	pc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 100)
+	_, from, err := pc.ReadFromUDPAddrPort(buf)
+	if err != nil {
+		t.Fatalf("host peer: %v", err)
+	}
+	const size, count = 20000, 6
+	for i := range count {
+		if _, err := pc.WriteToUDPAddrPort(bytes.Repeat([]byte{byte(i)}, size), from); err != nil {
+			t.Fatalf("host peer send %d: %v", i, err)
+		}
+	}
+	for i := range count {
+		p := parseOut(t, l.next(t, 5*time.Second, nil))
+		pay := header.UDP(p.l4).Payload()
+		if len(pay) != size || pay[0] != byte(i) || pay[size-1] != byte(i) {
+			t.Fatalf("datagram %d: got %d bytes starting %d, want %d bytes of %d", i, len(pay), pay[0], size, i)
+		}
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	seen := false
+	for i := range rec.asked {
+		if seen && rec.asked[i] > udpBurst(size) {
+			t.Errorf("recvmmsg %d asked for %d datagrams after %d-byte ones, want at most %d (asked %v, got %v)",
+				i, rec.asked[i], size, udpBurst(size), rec.asked, rec.got)
+			break
+		}
+		seen = seen || rec.got[i] > 0
+	}
+	if !seen {
+		t.Errorf("no recvmmsg returned a datagram (asked %v, got %v)", rec.asked, rec.got)
 	}
 }

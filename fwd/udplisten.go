@@ -67,7 +67,7 @@ func (e *Engine) udpListenerBatch(l *listener) (n, asked int) {
 	// Datagrams must fit the namespace's MTU (frameMax may be larger,
 	// for GSO frames): the engine never fragments.
 	maxPay := min(e.frameMax, e.mtu+header.EthernetMinimumSize) - off
-	bs := e.txBufs(udpBatch)
+	bs := e.txBufs(udpBurst(int(l.udpLast)))
 	for i, b := range bs {
 		t.iov[i].Base = &b[off]
 		t.iov[i].SetLen(maxPay)
@@ -85,8 +85,10 @@ func (e *Engine) udpListenerBatch(l *listener) (n, asked int) {
 	}
 	to, toOK := target(l)
 	w := 0
+	l.udpLast = 0
 	for i := range n {
 		m := &t.msgs[i]
+		l.udpLast = max(l.udpLast, m.n)
 		if m.hdr.Flags&unix.MSG_TRUNC != 0 {
 			e.drop(DropTooBig)
 			continue
