@@ -124,6 +124,58 @@ func TestListenerTCPToTap(t *testing.T) {
 	t.Fatalf("got no data segment within 2s, want %q", "hello")
 }
 
+// TestListenerUDPBurst: large datagrams from new host peers, which the
+// listener reads, reach the namespace intact, and once the listener has
+// seen their size it reads at most udpBurst of them at a time.
+func TestListenerUDPBurst(t *testing.T) {
+	e, link := newTestEngine(t, Options{})
+	rec := &recvRecorder{sysOps: e.sys}
+	e.sys = rec
+	fd, port := listenFd(t, true)
+	if _, err := e.AddListener(Listener{Fd: fd, UDP: true, ToAddr: netip.MustParseAddr("10.0.2.100"), ToPort: 53, Local: netip.AddrPortFrom(loop4, port)}); err != nil {
+		t.Fatalf("AddListener: %v", err)
+	}
+	runEngine(t, e)
+	isUDP := func(b []byte) bool {
+		eth := header.Ethernet(b)
+		return eth.IsValid() && eth.Type() == header.EtherTypeIPv4 && header.IPv4(b[14:]).Protocol() == header.ProtocolUDP
+	}
+	const size, peers = 20000, 6
+	var conns []*net.UDPConn
+	for i := range peers {
+		c, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(loop4, port)))
+		if err != nil {
+			t.Fatalf("dial: %v", err)
+		}
+		defer c.Close()
+		conns = append(conns, c)
+		if _, err := c.Write(bytes.Repeat([]byte{byte(i)}, size)); err != nil {
+			t.Fatalf("peer %d: %v", i, err)
+		}
+		if i == 0 {
+			// The first one alone, so the listener learns the size
+			// before the rest queue up.
+			p := parseOut(t, link.next(t, 2*time.Second, isUDP))
+			if pay := header.UDP(p.l4).Payload(); len(pay) != size || pay[0] != 0 {
+				t.Fatalf("datagram 0: got %d bytes, want %d of 0", len(pay), size)
+			}
+		}
+	}
+	got := map[byte]bool{}
+	for range peers - 1 {
+		p := parseOut(t, link.next(t, 2*time.Second, isUDP))
+		pay := header.UDP(p.l4).Payload()
+		if len(pay) != size || pay[0] != pay[size-1] {
+			t.Fatalf("got a datagram of %d bytes, want %d of one value", len(pay), size)
+		}
+		got[pay[0]] = true
+	}
+	if len(got) != peers-1 {
+		t.Errorf("got datagrams from peers %v, want %d distinct", got, peers-1)
+	}
+	rec.check(t, fd, size)
+}
+
 // TestListenerUDPToTap: a datagram on a forwarded UDP port goes to the
 // namespace from the mapped peer, and the namespace's reply reaches the
 // host peer from the port it talked to.

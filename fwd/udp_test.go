@@ -122,16 +122,39 @@ func TestUDPBurst(t *testing.T) {
 // many datagrams each recvmmsg asked for and got.
 type recvRecorder struct {
 	sysOps
-	mu         sync.Mutex
-	asked, got []int
+	mu              sync.Mutex
+	fds, asked, got []int
 }
 
 func (r *recvRecorder) recvmmsg(fd int, m []mmsghdr) (int, error) {
 	n, err := r.sysOps.recvmmsg(fd, m)
 	r.mu.Lock()
-	r.asked, r.got = append(r.asked, len(m)), append(r.got, n)
+	r.fds, r.asked, r.got = append(r.fds, fd), append(r.asked, len(m)), append(r.got, n)
 	r.mu.Unlock()
 	return n, err
+}
+
+// check fails t if a recvmmsg on fd (-1: any) asked for more than
+// udpBurst(size) datagrams after one on it returned some.
+func (r *recvRecorder) check(t *testing.T, fd, size int) {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	seen := false
+	for i := range r.asked {
+		if fd >= 0 && r.fds[i] != fd {
+			continue
+		}
+		if seen && r.asked[i] > udpBurst(size) {
+			t.Errorf("recvmmsg %d asked for %d datagrams after %d-byte ones, want at most %d (asked %v, got %v)",
+				i, r.asked[i], size, udpBurst(size), r.asked, r.got)
+			return
+		}
+		seen = seen || r.got[i] > 0
+	}
+	if !seen {
+		t.Errorf("no recvmmsg returned a datagram (asked %v, got %v)", r.asked, r.got)
+	}
 }
 
 // TestUDPBurstLargeDatagrams has a host peer answer a namespace flow with
@@ -174,18 +197,5 @@ func TestUDPBurstLargeDatagrams(t *testing.T) {
 			t.Fatalf("datagram %d: got %d bytes starting %d, want %d bytes of %d", i, len(pay), pay[0], size, i)
 		}
 	}
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	seen := false
-	for i := range rec.asked {
-		if seen && rec.asked[i] > udpBurst(size) {
-			t.Errorf("recvmmsg %d asked for %d datagrams after %d-byte ones, want at most %d (asked %v, got %v)",
-				i, rec.asked[i], size, udpBurst(size), rec.asked, rec.got)
-			break
-		}
-		seen = seen || rec.got[i] > 0
-	}
-	if !seen {
-		t.Errorf("no recvmmsg returned a datagram (asked %v, got %v)", rec.asked, rec.got)
-	}
+	rec.check(t, -1, size)
 }
