@@ -141,14 +141,12 @@ func TestListenerUDPBurst(t *testing.T) {
 		return eth.IsValid() && eth.Type() == header.EtherTypeIPv4 && header.IPv4(b[14:]).Protocol() == header.ProtocolUDP
 	}
 	const size, peers = 20000, 6
-	var conns []*net.UDPConn
 	for i := range peers {
 		c, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(loop4, port)))
 		if err != nil {
 			t.Fatalf("dial: %v", err)
 		}
 		defer c.Close()
-		conns = append(conns, c)
 		if _, err := c.Write(bytes.Repeat([]byte{byte(i)}, size)); err != nil {
 			t.Fatalf("peer %d: %v", i, err)
 		}
