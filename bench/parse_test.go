@@ -238,7 +238,7 @@ func TestOverlap(t *testing.T) {
 	}
 }
 
-func TestParseProcStat(t *testing.T) {
+func TestParseCPUBusy(t *testing.T) {
 	tests := []struct {
 		in   string
 		want int64
@@ -254,17 +254,17 @@ func TestParseProcStat(t *testing.T) {
 		{"", 0, false},
 	}
 	for _, tt := range tests {
-		got, err := parseProcStat([]byte(tt.in))
+		got, err := parseCPUBusy([]byte(tt.in))
 		if got != tt.want || (err == nil) != tt.ok {
-			t.Errorf("parseProcStat(%q): got %d, %v, want %d, ok %v", tt.in, got, err, tt.want, tt.ok)
+			t.Errorf("parseCPUBusy(%q): got %d, %v, want %d, ok %v", tt.in, got, err, tt.want, tt.ok)
 		}
 	}
 }
 
-func FuzzParseProcStat(f *testing.F) {
+func FuzzParseCPUBusy(f *testing.F) {
 	f.Add([]byte("cpu  1631114 1591 2091825 3553205 5035 0 372533 47288 0 0\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		v, err := parseProcStat(b)
+		v, err := parseCPUBusy(b)
 		if err == nil && v < 0 {
 			t.Fatalf("accepted a negative busy time %d", v)
 		}

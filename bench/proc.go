@@ -277,26 +277,26 @@ func machineTicks() (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return parseProcStat(b)
+	return parseCPUBusy(b)
 }
 
-var errProcStat = errors.New("unreadable /proc/stat")
+var errCPUBusy = errors.New("unreadable /proc/stat")
 
-// parseProcStat reads the busy time from the aggregate "cpu" line of
+// parseCPUBusy reads the busy time from the aggregate "cpu" line of
 // /proc/stat: user nice system idle iowait irq softirq steal ... (guest
 // time is already part of user). Idle, iowait and steal are not work done
 // on this machine's behalf by its CPUs.
-func parseProcStat(b []byte) (int64, error) {
+func parseCPUBusy(b []byte) (int64, error) {
 	line, _, _ := bytes.Cut(b, []byte("\n"))
 	f := strings.Fields(string(line))
 	if len(f) < 8 || f[0] != "cpu" {
-		return 0, errProcStat
+		return 0, errCPUBusy
 	}
 	var busy int64
 	for _, i := range []int{1, 2, 3, 6, 7} {
 		v, err := strconv.ParseInt(f[i], 10, 64)
 		if err != nil || v < 0 || busy+v < busy {
-			return 0, errProcStat
+			return 0, errCPUBusy
 		}
 		busy += v
 	}

@@ -312,28 +312,30 @@ func renderReport(o options, cases []testCase, r *results, machine, vers string,
 				}
 				line = append(line, s)
 			}
-			ratio := func(a, b string) string {
+			ratio := func(a, b string) (float64, bool) {
 				x, ok1 := vals[a]
 				y, ok2 := vals[b]
-				if !ok1 || !ok2 || y == 0 {
-					return "–"
-				}
-				return fmt.Sprintf("%.2f×", x/y)
+				return x / y, ok1 && ok2 && y != 0
 			}
 			if hasGopasta && hasPasta {
-				s := ratio("gopasta", "pasta")
-				if g, p := vals["gopasta"], vals["pasta"]; s != "–" {
+				s := "–"
+				if v, ok := ratio("gopasta", "pasta"); ok {
+					s = fmt.Sprintf("%.2f×", v)
 					crossed := overlap(r.resolve(c, "gopasta"), r.resolve(c, "pasta"))
 					if crossed {
 						s += " " + n.ref(spreadNote)
 					}
 					// Counted as shown: a row printed as 1.00× is not below.
-					sum.add(math.Round(g/p*100) >= 100, crossed)
+					sum.add(math.Round(v*100) >= 100, crossed)
 				}
 				line = append(line, s)
 			}
 			if hasGopasta && hasVeth {
-				line = append(line, ratio("gopasta", "veth"))
+				s := "–"
+				if v, ok := ratio("gopasta", "veth"); ok {
+					s = fmt.Sprintf("%.2f×", v)
+				}
+				line = append(line, s)
 			}
 			for _, t := range cpuTools {
 				if v, ok := r.resolve(c, t).cpu(c.isRR()); ok {

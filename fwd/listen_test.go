@@ -52,9 +52,12 @@ func tcpSegment(src, dst netip.AddrPort, seq, ack uint32, flags uint8, payload [
 	})
 }
 
-func isTCP(b []byte) bool {
+func isTCP(b []byte) bool { return isIPv4Proto(b, header.ProtocolTCP) }
+func isUDP(b []byte) bool { return isIPv4Proto(b, header.ProtocolUDP) }
+
+func isIPv4Proto(b []byte, proto uint8) bool {
 	eth := header.Ethernet(b)
-	return eth.IsValid() && eth.Type() == header.EtherTypeIPv4 && header.IPv4(b[14:]).Protocol() == header.ProtocolTCP
+	return eth.IsValid() && eth.Type() == header.EtherTypeIPv4 && header.IPv4(b[14:]).Protocol() == proto
 }
 
 func tcpOf(t *testing.T, b []byte) (parsed, header.TCP) {
@@ -136,10 +139,6 @@ func TestListenerUDPBurst(t *testing.T) {
 		t.Fatalf("AddListener: %v", err)
 	}
 	runEngine(t, e)
-	isUDP := func(b []byte) bool {
-		eth := header.Ethernet(b)
-		return eth.IsValid() && eth.Type() == header.EtherTypeIPv4 && header.IPv4(b[14:]).Protocol() == header.ProtocolUDP
-	}
 	const size, peers = 20000, 6
 	for i := range peers {
 		c, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(loop4, port)))
@@ -191,10 +190,6 @@ func TestListenerUDPToTap(t *testing.T) {
 	}
 	defer c.Close()
 	c.Write([]byte("ping"))
-	isUDP := func(b []byte) bool {
-		eth := header.Ethernet(b)
-		return eth.IsValid() && eth.Type() == header.EtherTypeIPv4 && header.IPv4(b[14:]).Protocol() == header.ProtocolUDP
-	}
 	p := parseOut(t, link.next(t, 2*time.Second, isUDP))
 	if p.src != testParams().Gateway4 || p.dst != testParams().Addr4 || p.dport != 53 {
 		t.Fatalf("got %v:%d -> %v:%d, want from %v to %v:53", p.src, p.sport, p.dst, p.dport, testParams().Gateway4, testParams().Addr4)
