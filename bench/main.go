@@ -170,33 +170,52 @@ func runBench(o options) int {
 		return 2
 	}
 
-	h, err := newHostNS()
-	if err != nil {
-		warnf("%v", err)
-		return 1
+	// Every tool has a host namespace of its own, so that all the tools'
+	// instances can be up at once and the rows go round the tools.
+	hosts := map[string]*hostNS{}
+	for _, tool := range o.tools {
+		h, err := newHostNS()
+		if err != nil {
+			warnf("%v", err)
+			return 1
+		}
+		cleanups = append(cleanups, h.close)
+		hosts[tool] = h
 	}
-	cleanups = append(cleanups, h.close)
 
 	res := newResults(o.tools)
 	began := time.Now()
 	for _, mtu := range []int{mtuBig, mtuSmall} {
 		var mine []testCase
+		ids := map[string]bool{}
 		for _, c := range cases {
 			if c.mtu == mtu {
 				mine = append(mine, c)
+				ids[c.id()] = true
 			}
 		}
 		if len(mine) == 0 {
 			continue
 		}
-		// Runs go round the tools (run 1 of every tool, then run 2, ...)
-		// rather than all runs of one tool first: a machine whose speed
-		// drifts during the half hour (a shared host, thermal limits)
-		// then shifts every tool alike, and the ratios stay fair.
+		var trs []*toolRun
+		for _, tool := range o.tools {
+			trs = append(trs, startToolRun(o, hosts[tool], tool, mtu, gopastaBin, gopastaErr, tmp))
+		}
+		// Each row is measured through every tool in turn, one tool right
+		// after the other, and the order of the tools turns by one each
+		// run. This machine's speed moves by tens of per cent over seconds
+		// (a shared host: the same work takes twice the CPU time in one
+		// minute as in the next), so the runs of two tools being compared
+		// are best taken close together, and no tool always goes first.
 		for run := 0; run < o.runs; run++ {
-			for _, tool := range o.tools {
-				benchTool(o, h, tool, mtu, mine, res, gopastaBin, gopastaErr, rrBin, tmp)
+			for _, c := range mine {
+				for k := range trs {
+					trs[(k+run)%len(trs)].measure(c, ids, res, o.secs, rrBin)
+				}
 			}
+		}
+		for _, tr := range trs {
+			tr.close()
 		}
 	}
 	elapsed := time.Since(began)
@@ -220,11 +239,20 @@ func runBench(o options) int {
 	return 0
 }
 
-// benchTool starts one tool at one MTU and measures every row through it
-// once (one run).
-func benchTool(o options, h *hostNS, tool string, mtu int, cases []testCase, res *results,
-	gopastaBin string, gopastaErr error, rrBin, tmp string) {
-	startIt := func() (*instance, error) {
+// toolRun is one tool at one MTU: its own host namespace and its
+// instance, which is started once and, after a crash, again once per row.
+type toolRun struct {
+	tool  string
+	mtu   int
+	h     *hostNS
+	in    *instance
+	err   error // could not start or restart: this tool's rows are n/a
+	start func() (*instance, error)
+}
+
+func startToolRun(o options, h *hostNS, tool string, mtu int, gopastaBin string, gopastaErr error, tmp string) *toolRun {
+	tr := &toolRun{tool: tool, mtu: mtu, h: h}
+	tr.start = func() (*instance, error) {
 		switch tool {
 		case "gopasta":
 			if gopastaErr != nil {
@@ -248,51 +276,58 @@ func benchTool(o options, h *hostNS, tool string, mtu int, cases []testCase, res
 		return nil, fmt.Errorf("unknown tool %q", tool)
 	}
 	fmt.Fprintf(os.Stderr, "== %s, MTU %d\n", tool, mtu)
-	in, err := startIt()
-	if err != nil {
-		for _, c := range cases {
-			res.fail(c, tool, "could not start: "+err.Error())
-		}
-		fmt.Fprintf(os.Stderr, "   could not start: %v\n", err)
+	if tr.in, tr.err = tr.start(); tr.err != nil {
+		tr.err = fmt.Errorf("could not start: %w", tr.err)
+		fmt.Fprintf(os.Stderr, "   %v\n", tr.err)
+	}
+	return tr
+}
+
+// measure runs row c once through the tool. ids holds the rows of this
+// MTU: the veth reference measures a loopback row as the plain veth row
+// for the same direction, and only once when that row is in the table.
+func (tr *toolRun) measure(c testCase, ids map[string]bool, res *results, secs int, rrBin string) {
+	if tr.err != nil {
+		res.fail(c, tr.tool, tr.err.Error())
 		return
 	}
-	defer func() { in.close() }()
-	ids := map[string]bool{}
-	for _, c := range cases {
-		ids[c.id()] = true
+	if tr.in.kernel && c.path != "tap" {
+		alias := c
+		alias.path = "tap"
+		res.alias(c, tr.tool, alias)
+		if ids[alias.id()] {
+			return // measured as its own row
+		}
+		c = alias
 	}
-	for _, c := range cases {
-		if in.kernel && c.path != "tap" {
-			alias := c
-			alias.path = "tap"
-			res.alias(c, tool, alias)
-			if ids[alias.id()] {
-				continue // measured as its own row
-			}
-			c = alias
+	// A tool that crashed gets one fresh start per row, so one crash does
+	// not blank the rest of the table.
+	if why := tr.in.dead(); why != "" {
+		fmt.Fprintf(os.Stderr, "   %s: restarting: %s\n", tr.tool, why)
+		tr.in.close()
+		var err error
+		if tr.in, err = tr.start(); err != nil {
+			tr.in = nil
+			tr.err = fmt.Errorf("could not restart: %w", err)
+			fmt.Fprintf(os.Stderr, "   %s: %v\n", tr.tool, tr.err)
+			res.fail(c, tr.tool, tr.err.Error())
+			return
 		}
-		// A tool that crashed gets one fresh start per row, so one
-		// crash does not blank the rest of the table.
-		if why := in.dead(); why != "" {
-			fmt.Fprintf(os.Stderr, "   restarting: %s\n", why)
-			in.close()
-			if in, err = startIt(); err != nil {
-				fmt.Fprintf(os.Stderr, "   restart failed: %v\n", err)
-				for _, c2 := range cases {
-					res.fail(c2, tool, "could not restart: "+err.Error())
-				}
-				in = &instance{tool: tool}
-				return
-			}
-		}
-		s, err := measure(in, h, c, o.secs, rrBin)
-		if err != nil {
-			res.fail(c, tool, err.Error())
-			fmt.Fprintf(os.Stderr, "   %-60s n/a: %v\n", c.label(), err)
-			continue
-		}
-		res.add(c, tool, s)
-		fmt.Fprintf(os.Stderr, "   %-60s %s\n", c.label(), formatValue(c, s.value))
+	}
+	s, err := measure(tr.in, tr.h, c, secs, rrBin)
+	if err != nil {
+		res.fail(c, tr.tool, err.Error())
+		fmt.Fprintf(os.Stderr, "   %-12s %-60s n/a: %v\n", tr.tool, c.label(), err)
+		return
+	}
+	res.add(c, tr.tool, s)
+	fmt.Fprintf(os.Stderr, "   %-12s %-60s %s\n", tr.tool, c.label(), formatValue(c, s.value))
+}
+
+func (tr *toolRun) close() {
+	if tr.in != nil {
+		tr.in.close()
+		tr.in = nil
 	}
 }
 
