@@ -1,5 +1,5 @@
 // Command bench compares gopasta with pasta, slirp4netns and a plain veth
-// pair on identical workloads, inside a throwaway "host" network namespace,
+// pair on identical workloads, each inside a throwaway "host" network namespace,
 // with every workload process running as uid 65534, and prints a markdown
 // table of medians, ratios and the CPU time each tool spent per GB moved.
 //
