@@ -201,6 +201,13 @@ func runBench(o options) int {
 		for _, tool := range o.tools {
 			trs = append(trs, startToolRun(o, hosts[tool], tool, mtu, gopastaBin, gopastaErr, tmp))
 		}
+		// An interrupt also takes down the instances (the veth
+		// reference's namespace is not one of the host namespaces).
+		cleanups = append(cleanups, func() {
+			for _, tr := range trs {
+				tr.close()
+			}
+		})
 		// Each row is measured through every tool in turn, one tool right
 		// after the other, and the order of the tools turns by one each
 		// run. This machine's speed moves by tens of per cent over seconds
