@@ -211,9 +211,10 @@ func runBench(o options) int {
 		// Each row is measured through every tool in turn, one tool right
 		// after the other, and the order of the tools turns by one each
 		// run. This machine's speed moves by tens of per cent over seconds
-		// (a shared host: the same work takes twice the CPU time in one
-		// minute as in the next), so the runs of two tools being compared
-		// are best taken close together, and no tool always goes first.
+		// (a shared host: the same work can take twice the CPU time in one
+		// 5-second run as in the next), so the runs of two tools being
+		// compared are best taken close together, and no tool always goes
+		// first.
 		for run := 0; run < o.runs; run++ {
 			for _, c := range mine {
 				for k := range trs {
@@ -250,7 +251,6 @@ func runBench(o options) int {
 // instance, which is started once and, after a crash, again once per row.
 type toolRun struct {
 	tool  string
-	mtu   int
 	h     *hostNS
 	in    *instance
 	err   error // could not start or restart: this tool's rows are n/a
@@ -258,7 +258,7 @@ type toolRun struct {
 }
 
 func startToolRun(o options, h *hostNS, tool string, mtu int, gopastaBin string, gopastaErr error, tmp string) *toolRun {
-	tr := &toolRun{tool: tool, mtu: mtu, h: h}
+	tr := &toolRun{tool: tool, h: h}
 	tr.start = func() (*instance, error) {
 		switch tool {
 		case "gopasta":

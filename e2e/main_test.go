@@ -18,6 +18,8 @@ package e2e
 
 import (
 	"os"
+	"os/signal"
+	"syscall"
 	"testing"
 
 	"github.com/gopasta/gopasta/internal/run"
@@ -41,5 +43,14 @@ func TestMain(m *testing.M) {
 	if os.Getenv(asMainEnv) == "1" {
 		os.Exit(run.Main(os.Args))
 	}
+	catchHangup()
 	vmtest.Main(m)
+}
+
+// catchHangup gives the programs the tests start SIGHUP's default
+// disposition even when the test binary was started with it ignored (under
+// nohup): exec keeps an ignored signal ignored but resets a caught one, and
+// the signal tests expect gopasta and its command to die of a hang-up.
+func catchHangup() {
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP)
 }

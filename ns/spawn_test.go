@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -199,6 +200,14 @@ func TestSpawnSignalBeforeRelease(t *testing.T) {
 	if err := s.Signal(syscall.SIGTERM); !errors.Is(err, os.ErrProcessDone) {
 		t.Errorf("Signal after exit: got %v, want os.ErrProcessDone", err)
 	}
+}
+
+// The commands these tests spawn get SIGHUP's default disposition even when
+// the test binary was started with it ignored (under nohup): exec keeps an
+// ignored signal ignored but resets a caught one, and the signal tests
+// expect a command to die of a hang-up.
+func init() {
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP)
 }
 
 func TestSpawnSignalForwarding(t *testing.T) {
