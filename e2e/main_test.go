@@ -18,10 +18,9 @@ package e2e
 
 import (
 	"os"
-	"os/signal"
-	"syscall"
 	"testing"
 
+	"github.com/gopasta/gopasta/internal/nstest"
 	"github.com/gopasta/gopasta/internal/run"
 	"github.com/gopasta/gopasta/internal/vmtest"
 )
@@ -43,14 +42,6 @@ func TestMain(m *testing.M) {
 	if os.Getenv(asMainEnv) == "1" {
 		os.Exit(run.Main(os.Args))
 	}
-	catchHangup()
+	nstest.DefaultHangup()
 	vmtest.Main(m)
-}
-
-// catchHangup gives the programs the tests start SIGHUP's default
-// disposition even when the test binary was started with it ignored (under
-// nohup): exec keeps an ignored signal ignored but resets a caught one, and
-// the signal tests expect gopasta and its command to die of a hang-up.
-func catchHangup() {
-	signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP)
 }

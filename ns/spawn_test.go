@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gopasta/gopasta/internal/nstest"
 )
 
 // spawned is a Child plus its captured stdout+stderr.
@@ -202,13 +203,8 @@ func TestSpawnSignalBeforeRelease(t *testing.T) {
 	}
 }
 
-// The commands these tests spawn get SIGHUP's default disposition even when
-// the test binary was started with it ignored (under nohup): exec keeps an
-// ignored signal ignored but resets a caught one, and the signal tests
-// expect a command to die of a hang-up.
-func init() {
-	signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP)
-}
+// The hang-up tests hold under nohup too.
+func init() { nstest.DefaultHangup() }
 
 func TestSpawnSignalForwarding(t *testing.T) {
 	for _, tc := range []struct {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,6 +15,15 @@ import (
 	"testing"
 	"time"
 )
+
+// DefaultHangup gives the programs a test binary starts from now on
+// SIGHUP's default disposition, even when the test binary itself was started
+// with it ignored (under nohup): exec keeps an ignored signal ignored but
+// resets a caught one to the default, and tests of hang-up handling expect
+// gopasta and its command to die of one. Call it once, before any test.
+func DefaultHangup() {
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP)
+}
 
 // Result is how a command ended and what it printed.
 type Result struct {
