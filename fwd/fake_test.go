@@ -331,13 +331,7 @@ func (h *hostNS) do(f func()) {
 // udpEcho starts a UDP echo server on addr (in the namespace) and returns
 // its port and a channel of the source addresses it saw.
 func (h *hostNS) udpEcho(addr string) (uint16, chan netip.AddrPort) {
-	t := h.t
-	var pc *net.UDPConn
-	var err error
-	h.do(func() { pc, err = listenUDPHere(addr) })
-	if err != nil {
-		t.Skipf("cannot listen on %s here: %v", addr, err)
-	}
+	pc := h.listenUDP(addr)
 	seen := make(chan netip.AddrPort, 64)
 	go func() {
 		buf := make([]byte, 65536)
@@ -353,8 +347,20 @@ func (h *hostNS) udpEcho(addr string) (uint16, chan netip.AddrPort) {
 			pc.WriteToUDPAddrPort(buf[:n], from)
 		}
 	}()
-	t.Cleanup(func() { pc.Close() })
 	return uint16(pc.LocalAddr().(*net.UDPAddr).Port), seen
+}
+
+// listenUDP opens a UDP socket on addr in the namespace, closed when the
+// test ends.
+func (h *hostNS) listenUDP(addr string) *net.UDPConn {
+	var pc *net.UDPConn
+	var err error
+	h.do(func() { pc, err = listenUDPHere(addr) })
+	if err != nil {
+		h.t.Skipf("cannot listen on %s here: %v", addr, err)
+	}
+	h.t.Cleanup(func() { pc.Close() })
+	return pc
 }
 
 // listenUDPHere creates the socket with raw syscalls so it is made by this
