@@ -19,7 +19,8 @@ import (
 //     the kernel), straight into frame buffers behind room for the headers,
 //     and limited by the namespace's window. Only when the namespace
 //     acknowledges bytes are they removed from the socket (MSG_TRUNC), so a
-//     retransmission is a rewind of the peek offset.
+//     retransmission is a rewind of the peek offset. The ACKs of one batch
+//     of frames are removed together and answered by one peek.
 //   - Namespace to host: the in-order payload of a cycle's segments goes
 //     out in one sendmsg; what the socket took is acknowledged, and the
 //     window offered to the namespace is the socket's free send space, so
@@ -63,15 +64,16 @@ const (
 )
 
 const (
-	tcpFinFromNS  uint16 = 1 << iota // the namespace's FIN was received and passed on (shutdown)
-	tcpFinToNS                       // host EOF reached; our FIN sent to the namespace
-	tcpFinAcked                      // the namespace acknowledged our FIN
-	tcpWndClosed                     // we offered a zero/short window; update it on EPOLLOUT
-	tcpAckPending                    // an ACK must go to the namespace at the end of frames()
-	tcpDupPending                    // an out-of-order segment: send the ACK now, as a dup ACK
-	tcpHostHup                       // the host socket reported EPOLLRDHUP: its peer sent FIN
-	tcpFinSent                       // seqMax-1 is our FIN (kept across rewinds, unlike tcpFinToNS)
-	tcpRecovering                    // after a rewind, until the namespace ACKs up to recover
+	tcpFinFromNS   uint16 = 1 << iota // the namespace's FIN was received and passed on (shutdown)
+	tcpFinToNS                        // host EOF reached; our FIN sent to the namespace
+	tcpFinAcked                       // the namespace acknowledged our FIN
+	tcpWndClosed                      // we offered a zero/short window; update it on EPOLLOUT
+	tcpAckPending                     // an ACK must go to the namespace at the end of frames()
+	tcpDupPending                     // an out-of-order segment: send the ACK now, as a dup ACK
+	tcpHostHup                        // the host socket reported EPOLLRDHUP: its peer sent FIN
+	tcpFinSent                        // seqMax-1 is our FIN (kept across rewinds, unlike tcpFinToNS)
+	tcpRecovering                     // after a rewind, until the namespace ACKs up to recover
+	tcpPushPending                    // the namespace's ACKs of this batch opened room: push at its end
 )
 
 // tcpConn is the per-flow TCP state, indexed like the flow table.
@@ -91,6 +93,10 @@ type tcpConn struct {
 	wndToNS          uint32       // the window we last offered
 	rtoAt, rto, idle int64
 	wndAt, wndPoll   int64 // next check of a closed window, and its interval
+	// unconsumed counts bytes the namespace acknowledged that are still at
+	// the head of the host socket's receive queue: a batch's ACKs are
+	// consumed with one discard at its end (see consume).
+	unconsumed uint32
 	// recover is seqMax when we last rewound (RFC 6582's recovery point):
 	// duplicate ACKs below it are echoes of that loss, not a new one.
 	recover seqnum.Value
@@ -401,6 +407,20 @@ func (t *tcpTr) frames(e *Engine, idx int32, pkts []*packet) {
 		}
 	}
 
+	// The batch's ACKs leave the host socket in one discard, and what
+	// they opened is filled by one push: a discard per ACK made the host
+	// socket announce its reopened window once per ACK, and the host
+	// sender answered each from this thread's CPU.
+	if !t.consume(e, idx) {
+		return
+	}
+	if c.flags&tcpPushPending != 0 {
+		c.flags &^= tcpPushPending
+		t.pushToNS(e, idx)
+		if e.flow(idx).state != flowActive {
+			return
+		}
+	}
 	if n > 0 {
 		sent, err := e.sys.sendmsgIov(f.Fd, t.sendIov[:n])
 		switch {
@@ -467,9 +487,12 @@ func (t *tcpTr) ack(e *Engine, idx int32, th header.TCP) bool {
 			acked--
 			c.flags |= tcpFinToNS | tcpFinAcked
 		}
-		if acked > 0 {
-			if _, err := e.sys.discard(e.flow(idx).Fd, int(acked)); err != nil {
-				t.reset(e, idx)
+		c.unconsumed += acked
+		if c.seqToNS.LessThan(a) || !t.peekOff {
+			// Skipping ahead needs the kernel's peek offset at 0, and
+			// without a peek offset the peek skips what is in flight
+			// from the head: both need the head at the ACK now.
+			if !t.consume(e, idx) {
 				return false
 			}
 		}
@@ -488,7 +511,7 @@ func (t *tcpTr) ack(e *Engine, idx int32, th header.TCP) bool {
 		if c.seqAckedByNS != c.seqToNS {
 			c.rtoAt = e.now + c.rto
 		}
-		t.pushToNS(e, idx)
+		c.flags |= tcpPushPending
 	case a == c.seqAckedByNS && c.seqAckedByNS != c.seqToNS &&
 		len(th.Payload()) == 0 && th.Flags()&header.TCPFlagFIN == 0 && c.wndFromNS == oldWnd:
 		if c.flags&tcpRecovering != 0 {
@@ -501,9 +524,25 @@ func (t *tcpTr) ack(e *Engine, idx int32, th header.TCP) bool {
 			t.rewind(e, idx)
 		}
 	case c.wndFromNS > oldWnd:
-		t.pushToNS(e, idx) // a window update
+		c.flags |= tcpPushPending // a window update
 	}
 	return e.flow(idx).state == flowActive
+}
+
+// consume removes what the namespace acknowledged from the head of the
+// host socket's receive queue. It returns false when the flow was reset.
+func (t *tcpTr) consume(e *Engine, idx int32) bool {
+	c := t.conn(idx)
+	if c.unconsumed == 0 {
+		return true
+	}
+	n := c.unconsumed
+	c.unconsumed = 0
+	if _, err := e.sys.discard(e.flow(idx).Fd, int(n)); err != nil {
+		t.reset(e, idx)
+		return false
+	}
+	return true
 }
 
 func (t *tcpTr) scaleWindow(c *tcpConn, w uint16) uint32 {
@@ -519,6 +558,9 @@ func (t *tcpTr) scaleWindow(c *tcpConn, w uint16) uint32 {
 func (t *tcpTr) rewind(e *Engine, idx int32) {
 	c := t.conn(idx)
 	f := e.flow(idx)
+	if !t.consume(e, idx) {
+		return
+	}
 	if t.peekOff {
 		e.sys.setsockoptInt(f.Fd, unix.SOL_SOCKET, unix.SO_PEEK_OFF, 0)
 	}
