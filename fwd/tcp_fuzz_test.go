@@ -88,7 +88,7 @@ func (s *streamSys) sendSpace(int) (int, error) { return s.space, nil }
 
 // fakeStream is an established flow whose host side is streamSys, on an
 // engine at MTU 1500 with a clock the test moves. Without peekOff the
-// engine works as on a kernel without SO_PEEK_OFF for TCP (before 4.4):
+// engine works as on a kernel without SO_PEEK_OFF for TCP:
 // it must know that before the connection opens, as it sets the option
 // on the new socket.
 type fakeStream struct {
@@ -147,10 +147,10 @@ func newFakeStream(t testing.TB, peekOff bool) *fakeStream {
 
 // FuzzTCPFrames drives an established flow (host side faked) with random
 // segments from the namespace, alone or as a batch of ACKs, host data
-// arrivals, send-space changes and clock ticks. Nothing may panic; no segment toward the namespace may go
-// beyond the window it advertised or exceed the MSS, carry bytes other
-// than the host stream's at its sequence number, and the sequence
-// variables must stay ordered.
+// arrivals, send-space changes and clock ticks. Nothing may panic; no
+// segment toward the namespace may go beyond the window it advertised or
+// exceed the MSS, carry bytes other than the host stream's at its sequence
+// number, and the sequence variables must stay ordered.
 func FuzzTCPFrames(f *testing.F) {
 	f.Add([]byte{0, 10, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 1, 200, 2, 50, 3, 0, 0, 0, 0, 0, 0})
 	f.Add([]byte{1, 255, 0, 0x10, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0x10, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0x10, 0, 0, 0, 0, 0, 0, 1, 0})
@@ -280,9 +280,9 @@ func (fs *fakeStream) sent(t testing.TB) []tcpSeg {
 // per ACK made the host socket announce its reopened window once per ACK,
 // and the host's sender answered each from the engine's CPU while its own
 // sends went out from another, so loopback delivered segments out of order
-// and the sender retransmitted spuriously. Without a peek offset (before
-// Linux 6.10) the peek skips what is in flight from the head, so each ACK
-// is consumed at once there.
+// and the sender retransmitted spuriously. Without a peek offset (a kernel
+// without SO_PEEK_OFF for TCP) the peek skips what is in flight from the
+// head, so each ACK is consumed at once there.
 func TestTCPBatchedAcks(t *testing.T) {
 	for _, tt := range []struct {
 		name         string
