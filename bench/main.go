@@ -252,8 +252,8 @@ func runBench(o options) int {
 type toolRun struct {
 	tool  string
 	h     *hostNS
-	in    *instance
-	err   error // could not start or restart: this tool's rows are n/a
+	in    *instance // nil after a failed restart
+	err   error     // could not start: this tool's rows of the MTU are n/a
 	start func() (*instance, error)
 }
 
@@ -298,6 +298,24 @@ func (tr *toolRun) measure(c testCase, ids map[string]bool, res *results, secs i
 		res.fail(c, tr.tool, tr.err.Error())
 		return
 	}
+	// A tool that crashed, or whose restart for an earlier row failed,
+	// gets one fresh start per row, so one crash does not blank the rest
+	// of the table.
+	why := "its restart for an earlier row failed"
+	if tr.in != nil {
+		why = tr.in.dead()
+	}
+	if why != "" {
+		fmt.Fprintf(os.Stderr, "   %s: restarting: %s\n", tr.tool, why)
+		tr.close()
+		in, err := tr.start()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "   %s: could not restart: %v\n", tr.tool, err)
+			res.fail(c, tr.tool, "could not restart: "+err.Error())
+			return
+		}
+		tr.in = in
+	}
 	if tr.in.kernel && c.path != "tap" {
 		alias := c
 		alias.path = "tap"
@@ -306,20 +324,6 @@ func (tr *toolRun) measure(c testCase, ids map[string]bool, res *results, secs i
 			return // measured as its own row
 		}
 		c = alias
-	}
-	// A tool that crashed gets one fresh start per row, so one crash does
-	// not blank the rest of the table.
-	if why := tr.in.dead(); why != "" {
-		fmt.Fprintf(os.Stderr, "   %s: restarting: %s\n", tr.tool, why)
-		tr.in.close()
-		var err error
-		if tr.in, err = tr.start(); err != nil {
-			tr.in = nil
-			tr.err = fmt.Errorf("could not restart: %w", err)
-			fmt.Fprintf(os.Stderr, "   %s: %v\n", tr.tool, tr.err)
-			res.fail(c, tr.tool, tr.err.Error())
-			return
-		}
 	}
 	s, err := measure(tr.in, tr.h, c, secs, rrBin)
 	if err != nil {
