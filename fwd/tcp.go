@@ -111,9 +111,33 @@ type tcpTr struct {
 	// sharing one array sent peeked host data back to the host.
 	sendIov []unix.Iovec
 	peekIov []unix.Iovec
-	peekOff bool   // the kernel supports SO_PEEK_OFF on TCP (Linux 6.10)
+	// peekOff says, per family (index 1 for IPv6), whether the kernel
+	// supports SO_PEEK_OFF on TCP sockets: IPv4 since Linux 6.10, IPv6
+	// only since 6.11 (and 6.10's stable updates), so a 6.10.0 kernel
+	// has it for one family and not the other.
+	peekOff [2]peekCap
 	scratch []byte // without SO_PEEK_OFF: where already-sent bytes are peeked to
 }
+
+// peekCap is what a family's first socket found out about SO_PEEK_OFF.
+type peekCap uint8
+
+const (
+	peekUnprobed peekCap = iota
+	peekSupported
+	peekUnsupported
+)
+
+func family(v6 bool) int {
+	if v6 {
+		return 1
+	}
+	return 0
+}
+
+// hasPeekOff reports whether the flow's host socket (of family v6) peeks
+// from an offset the kernel keeps.
+func (t *tcpTr) hasPeekOff(v6 bool) bool { return t.peekOff[family(v6)] == peekSupported }
 
 func newTCPTranslator(e *Engine) translator {
 	return &tcpTr{
@@ -250,19 +274,22 @@ func (t *tcpTr) segmentSize(e *Engine, v6 bool, mss uint16) uint16 {
 	return min(mss, limit)
 }
 
-// usePeekOff enables SO_PEEK_OFF on fd. The first socket, whichever side
-// opened it, probes for it: SO_PEEK_OFF on TCP needs Linux 6.10; before
-// that, peeks start at the head every time (scratch takes what is in
+// usePeekOff enables SO_PEEK_OFF on fd, a TCP socket of family v6. The
+// family's first socket, whichever side opened it, probes for it; without
+// it, peeks start at the head every time (scratch takes what is in
 // flight).
-func (t *tcpTr) usePeekOff(e *Engine, fd int) error {
-	if !t.peekOff && t.scratch == nil {
-		t.peekOff = e.sys.setsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PEEK_OFF, 0) == nil
-		if !t.peekOff {
-			t.scratch = make([]byte, tcpMaxWindow)
+func (t *tcpTr) usePeekOff(e *Engine, fd int, v6 bool) error {
+	pc := &t.peekOff[family(v6)]
+	switch *pc {
+	case peekUnprobed:
+		*pc = peekSupported
+		if e.sys.setsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PEEK_OFF, 0) != nil {
+			*pc = peekUnsupported
+			if t.scratch == nil {
+				t.scratch = make([]byte, tcpMaxWindow)
+			}
 		}
-		return nil
-	}
-	if t.peekOff {
+	case peekSupported:
 		return e.sys.setsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PEEK_OFF, 0)
 	}
 	return nil
@@ -285,7 +312,7 @@ func (t *tcpTr) connectHost(e *Engine, idx int32) (fd int, err error) {
 			fd = -1
 		}
 	}()
-	if err = t.usePeekOff(e, fd); err != nil {
+	if err = t.usePeekOff(e, fd, v6); err != nil {
 		return fd, err
 	}
 	// The namespace's stack already coalesces small writes (Nagle);
@@ -488,7 +515,7 @@ func (t *tcpTr) ack(e *Engine, idx int32, th header.TCP) bool {
 			c.flags |= tcpFinToNS | tcpFinAcked
 		}
 		c.unconsumed += acked
-		if c.seqToNS.LessThan(a) || !t.peekOff {
+		if c.seqToNS.LessThan(a) || !t.hasPeekOff(e.flow(idx).v6) {
 			// Skipping ahead needs the kernel's peek offset at 0, and
 			// without a peek offset the peek skips what is in flight
 			// from the head: both need the head at the ACK now.
@@ -561,7 +588,7 @@ func (t *tcpTr) rewind(e *Engine, idx int32) {
 	if !t.consume(e, idx) {
 		return
 	}
-	if t.peekOff {
+	if t.hasPeekOff(f.v6) {
 		e.sys.setsockoptInt(f.Fd, unix.SOL_SOCKET, unix.SO_PEEK_OFF, 0)
 	}
 	c.seqToNS = c.seqAckedByNS
@@ -583,10 +610,11 @@ func (t *tcpTr) pushToNS(e *Engine, idx int32) {
 	}
 	hdr := l4Offset(f.v6) + header.TCPMinimumSize
 	mss := uint32(c.mss)
+	peekOff := t.hasPeekOff(f.v6)
 	for {
 		inflight := c.seqAckedByNS.Size(c.seqToNS)
 		wnd := c.wndFromNS
-		if !t.peekOff {
+		if !peekOff {
 			// Without a peek offset, in-flight bytes are peeked again
 			// into the scratch buffer: it bounds what can be in flight.
 			wnd = min(wnd, uint32(len(t.scratch)))
@@ -604,7 +632,7 @@ func (t *tcpTr) pushToNS(e *Engine, idx int32) {
 		bufs := e.txBufs(min(nseg, tcpSegBatch))
 		iov := t.peekIov[:0]
 		skip := 0
-		if !t.peekOff && inflight > 0 {
+		if !peekOff && inflight > 0 {
 			skip = int(inflight)
 			v := unix.Iovec{Base: &t.scratch[0]}
 			v.SetLen(skip)
@@ -633,7 +661,7 @@ func (t *tcpTr) pushToNS(e *Engine, idx int32) {
 			// Nothing new. With a peek offset, 0 without EAGAIN is
 			// the end of the stream; without one, the hang-up flag
 			// tells an ended stream from one that is merely idle.
-			if n == 0 && t.peekOff || c.flags&tcpHostHup != 0 && n == skip {
+			if n == 0 && peekOff || c.flags&tcpHostHup != 0 && n == skip {
 				t.hostEOF(e, idx)
 			}
 			return
@@ -1079,7 +1107,7 @@ func (e *Engine) tcpFromHost(fd int, peer, to netip.AddrPort) error {
 	f.Fd = fd
 	f.HostAddr = peer.Addr()
 	e.sys.setsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
-	if err := t.usePeekOff(e, fd); err != nil {
+	if err := t.usePeekOff(e, fd, f.v6); err != nil {
 		e.sys.abort(fd)
 		e.closeFlow(idx)
 		return err

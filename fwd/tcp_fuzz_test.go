@@ -121,7 +121,8 @@ func newFakeStream(t testing.TB, peekOff bool) *fakeStream {
 	e.clock = func() time.Time { return fs.now }
 	fs.tr = e.tr[protoTCP].(*tcpTr)
 	if !peekOff {
-		fs.tr.peekOff, fs.tr.scratch = false, make([]byte, tcpMaxWindow)
+		fs.tr.peekOff = [2]peekCap{peekUnsupported, peekUnsupported}
+		fs.tr.scratch = make([]byte, tcpMaxWindow)
 	}
 	const port, nsPort = 80, 40000
 	fs.frame = func(flags uint8, seq, ack uint32, wnd uint16, opts, pay []byte) []byte {

@@ -1272,14 +1272,14 @@ func TestTCPTableFull(t *testing.T) {
 }
 
 // TestTCPNoPeekOffset runs host-to-namespace data, with a rewind, as on
-// kernels without SO_PEEK_OFF for TCP (before 6.10): every peek starts at
-// the head and skips what is in flight.
+// kernels without SO_PEEK_OFF for TCP (before 6.10 for IPv4, 6.11 for
+// IPv6): every peek starts at the head and skips what is in flight.
 func TestTCPNoPeekOffset(t *testing.T) {
 	for _, fam := range tcpFamilies {
 		t.Run(fam.name, func(t *testing.T) {
 			h := newTCPHarness(t, testParams(), Options{})
 			tr := h.tr()
-			tr.peekOff = false
+			tr.peekOff = [2]peekCap{peekUnsupported, peekUnsupported}
 			tr.scratch = make([]byte, tcpMaxWindow)
 			c, hc := established(t, h, fam, 40070, 1000, 0)
 			const total = 200000
@@ -1298,6 +1298,54 @@ func TestTCPNoPeekOffset(t *testing.T) {
 			fin := h.take("FIN", func(s *tcpSeg) bool { return c.mine(s) && s.has(header.TCPFlagFIN) })
 			if fin.seq != c.ack {
 				t.Errorf("FIN at %d, want %d", fin.seq-c.irs, c.ack-c.irs)
+			}
+		})
+	}
+}
+
+// peekOff4Only is the kernel as Linux 6.10.0 has it: SO_PEEK_OFF works on
+// IPv4 TCP sockets and fails on IPv6 ones.
+type peekOff4Only struct{ sysOps }
+
+func (s peekOff4Only) setsockoptInt(fd, level, opt, val int) error {
+	if level == unix.SOL_SOCKET && opt == unix.SO_PEEK_OFF {
+		d, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_DOMAIN)
+		if err != nil || d == unix.AF_INET6 {
+			return unix.EOPNOTSUPP
+		}
+	}
+	return s.sysOps.setsockoptInt(fd, level, opt, val)
+}
+
+// TestTCPPeekOffsetPerFamily: on a kernel with SO_PEEK_OFF for one family
+// only, flows of both families carry data (with a rewind), whichever
+// family comes first; the capability is probed per family. With one probe
+// for both, an IPv6 flow after an IPv4 one failed to open.
+func TestTCPPeekOffsetPerFamily(t *testing.T) {
+	for _, order := range [][]tcpFamily{
+		{tcpFamilies[0], tcpFamilies[1]},
+		{tcpFamilies[1], tcpFamilies[0]},
+	} {
+		t.Run(order[0].name+" first", func(t *testing.T) {
+			h := newTCPHarness(t, testParams(), Options{})
+			h.e.sys = peekOff4Only{h.e.sys}
+			for i, fam := range order {
+				c, hc := established(t, h, fam, uint16(40160+i), 1000, 0)
+				const total = 100000
+				go hc.Write(pattern(0, total))
+				got := c.recv(total / 3)
+				h.seg = nil
+				for range 3 {
+					c.send(header.TCPFlagACK, nil)
+				}
+				got = append(got, c.recv(total-len(got))...)
+				if !bytes.Equal(got, pattern(0, total)) {
+					t.Errorf("%s: namespace got a different stream (%d bytes)", fam.name, len(got))
+				}
+			}
+			want := [2]peekCap{peekSupported, peekUnsupported}
+			if got := h.tr().peekOff; got != want {
+				t.Errorf("peek offset per family %v, want %v", got, want)
 			}
 		})
 	}
