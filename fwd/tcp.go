@@ -135,9 +135,12 @@ func family(v6 bool) int {
 	return 0
 }
 
-// hasPeekOff reports whether the flow's host socket (of family v6) peeks
-// from an offset the kernel keeps.
-func (t *tcpTr) hasPeekOff(v6 bool) bool { return t.peekOff[family(v6)] == peekSupported }
+// hasPeekOff reports whether f's host socket peeks from an offset the
+// kernel keeps. The socket's family is its host address's: connectHost
+// opens it by that address, and an accepted socket's listener is IPv6-only.
+func (t *tcpTr) hasPeekOff(f *Flow) bool {
+	return t.peekOff[family(f.HostAddr.Is6())] == peekSupported
+}
 
 func newTCPTranslator(e *Engine) translator {
 	return &tcpTr{
@@ -515,7 +518,7 @@ func (t *tcpTr) ack(e *Engine, idx int32, th header.TCP) bool {
 			c.flags |= tcpFinToNS | tcpFinAcked
 		}
 		c.unconsumed += acked
-		if c.seqToNS.LessThan(a) || !t.hasPeekOff(e.flow(idx).v6) {
+		if c.seqToNS.LessThan(a) || !t.hasPeekOff(e.flow(idx)) {
 			// Skipping ahead needs the kernel's peek offset at 0, and
 			// without a peek offset the peek skips what is in flight
 			// from the head: both need the head at the ACK now.
@@ -588,7 +591,7 @@ func (t *tcpTr) rewind(e *Engine, idx int32) {
 	if !t.consume(e, idx) {
 		return
 	}
-	if t.hasPeekOff(f.v6) {
+	if t.hasPeekOff(f) {
 		e.sys.setsockoptInt(f.Fd, unix.SOL_SOCKET, unix.SO_PEEK_OFF, 0)
 	}
 	c.seqToNS = c.seqAckedByNS
@@ -610,7 +613,7 @@ func (t *tcpTr) pushToNS(e *Engine, idx int32) {
 	}
 	hdr := l4Offset(f.v6) + header.TCPMinimumSize
 	mss := uint32(c.mss)
-	peekOff := t.hasPeekOff(f.v6)
+	peekOff := t.hasPeekOff(f)
 	for {
 		inflight := c.seqAckedByNS.Size(c.seqToNS)
 		wnd := c.wndFromNS
@@ -1107,7 +1110,7 @@ func (e *Engine) tcpFromHost(fd int, peer, to netip.AddrPort) error {
 	f.Fd = fd
 	f.HostAddr = peer.Addr()
 	e.sys.setsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
-	if err := t.usePeekOff(e, fd, f.v6); err != nil {
+	if err := t.usePeekOff(e, fd, f.HostAddr.Is6()); err != nil {
 		e.sys.abort(fd)
 		e.closeFlow(idx)
 		return err
