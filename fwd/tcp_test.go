@@ -1272,7 +1272,7 @@ func TestTCPTableFull(t *testing.T) {
 }
 
 // TestTCPNoPeekOffset runs host-to-namespace data, with a rewind, as on
-// kernels without SO_PEEK_OFF for TCP (before 6.10 for IPv4, 6.11 for
+// kernels without SO_PEEK_OFF for TCP (before 6.10 for IPv4, 6.12 for
 // IPv6): every peek starts at the head and skips what is in flight.
 func TestTCPNoPeekOffset(t *testing.T) {
 	for _, fam := range tcpFamilies {
@@ -1303,8 +1303,8 @@ func TestTCPNoPeekOffset(t *testing.T) {
 	}
 }
 
-// peekOff4Only is the kernel as Linux 6.10.0 has it: SO_PEEK_OFF works on
-// IPv4 TCP sockets and fails on IPv6 ones.
+// peekOff4Only is the kernel as Linux 6.10 and 6.11 have it: SO_PEEK_OFF
+// works on IPv4 TCP sockets and fails on IPv6 ones.
 type peekOff4Only struct{ sysOps }
 
 func (s peekOff4Only) setsockoptInt(fd, level, opt, val int) error {
