@@ -113,8 +113,8 @@ type tcpTr struct {
 	peekIov []unix.Iovec
 	// peekOff says, per family (index 1 for IPv6), whether the kernel
 	// supports SO_PEEK_OFF on TCP sockets: IPv4 since Linux 6.10, IPv6
-	// only since 6.12 (added by a later fix), so 6.10 and 6.11 have it
-	// for one family and not the other.
+	// only since 6.12 (added by a later fix), so 6.10 and 6.11 as
+	// released have it for one family and not the other.
 	peekOff [2]peekCap
 	scratch []byte // without SO_PEEK_OFF: where already-sent bytes are peeked to
 }
