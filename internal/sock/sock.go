@@ -201,13 +201,7 @@ func (l Listen) Open() (int, error) {
 		}
 	}
 	if l.Freebind {
-		// IPV6_FREEBIND needs Linux 4.15; before it, IP_FREEBIND on an
-		// IPv6 socket does the same.
-		level, opt := unix.IPPROTO_IP, unix.IP_FREEBIND
-		if l.V6 {
-			level, opt = unix.IPPROTO_IPV6, unix.IPV6_FREEBIND
-		}
-		if err := unix.SetsockoptInt(fd, level, opt, 1); err != nil {
+		if err := setFreebind(fd, l.V6); err != nil {
 			return fail(fmt.Errorf("--freebind: %w", err))
 		}
 	}
@@ -331,4 +325,18 @@ func RecvPktInfo(fd int, v6 bool) error {
 		return unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_RECVPKTINFO, 1)
 	}
 	return unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_PKTINFO, 1)
+}
+
+// setFreebind lets fd bind an address the host does not have. IPV6_FREEBIND
+// needs Linux 4.15; before it the kernel answers ENOPROTOOPT, and
+// IP_FREEBIND, which IPv6 sockets also take (it sets the same flag, which
+// IPv6's bind checks), does the same.
+func setFreebind(fd int, v6 bool) error {
+	if v6 {
+		err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_FREEBIND, 1)
+		if !errors.Is(err, unix.ENOPROTOOPT) {
+			return err
+		}
+	}
+	return unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_FREEBIND, 1)
 }
