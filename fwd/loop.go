@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -169,8 +170,13 @@ func (e *Engine) armTimer(t int64) {
 	unix.TimerfdSettime(e.timerfd, 0, &spec, nil)
 }
 
+// timerfdFired runs the due timers and arms the timerfd for the earliest
+// deadline left, or the next tick. The rescan is what makes deadlines set
+// while the timer was armed for an earlier one, or set by the hooks that
+// just ran, fire on time: wakeAt only ever moves the timer earlier, and a
+// hook's wakeAt compares against the time that just fired.
 func (e *Engine) timerfdFired() {
-	e.runTimers()
+	next := e.runTimers()
 	if e.now >= e.nextTick {
 		e.nextTick = e.now + tickInterval
 		if e.pcap != nil {
@@ -180,25 +186,52 @@ func (e *Engine) timerfdFired() {
 			}
 		}
 	}
-	e.armTimer(e.nextTick)
+	if next == 0 || next > e.nextTick {
+		next = e.nextTick
+	}
+	e.armTimer(next)
 }
 
-// runTimers calls the timer hook of every flow whose deadline passed. A
-// scan of the active flows once a second costs microseconds at the table
-// sizes we allow, and needs no timer structure to maintain per packet.
-func (e *Engine) runTimers() {
+// timerFloor is how far ahead a deadline that its hook left in the past
+// counts, so that a hook which does not move its deadline cannot make the
+// loop spin on the timer.
+const timerFloor = int64(time.Millisecond)
+
+// runTimers calls the timer hook of every flow whose deadline passed, and
+// returns the earliest deadline still ahead (0: none). A scan of the
+// active flows per timer run costs microseconds at the table sizes we
+// allow, and needs no timer structure to maintain per packet.
+func (e *Engine) runTimers() (next int64) {
 	// Iterate by position: timer hooks may close flows, which only marks
 	// them (slots are released in reap), so the active list is stable.
 	for _, idx := range e.ft.active {
 		f := &e.ft.flows[idx]
-		if f.state != flowActive || f.Deadline == 0 || f.Deadline > e.now {
+		if f.state != flowActive || f.Deadline == 0 {
 			continue
 		}
-		if t := e.tr[f.proto]; t != nil {
-			t.timer(e, idx)
-		} else {
-			e.closeFlow(idx)
+		if f.Deadline <= e.now {
+			e.runTimer(f, idx)
+			if f.state != flowActive || f.Deadline == 0 {
+				continue
+			}
 		}
+		d := f.Deadline
+		if d <= e.now {
+			d = e.now + timerFloor
+		}
+		if next == 0 || d < next {
+			next = d
+		}
+	}
+	return next
+}
+
+// runTimer calls f's timer hook (a flow without a translator just closes).
+func (e *Engine) runTimer(f *Flow, idx int32) {
+	if t := e.tr[f.proto]; t != nil {
+		t.timer(e, idx)
+	} else {
+		e.closeFlow(idx)
 	}
 }
 

@@ -1489,3 +1489,72 @@ func TestTCPBatchDataWithWindowOpening(t *testing.T) {
 		})
 	}
 }
+
+// TestTimerArmedForEarliestDeadline drives the loop's timerfd path: when
+// the timer fires, it must be armed again for the earliest deadline left,
+// whether a timer hook just set it (a retransmission's backoff) or it was
+// set while the timer was armed for an earlier one (a second flow's
+// retransmission timer). Both once waited for the next 1 s tick: a hook's
+// own wakeAt compared against the time that had just fired, and the timer
+// was then armed for the tick.
+func TestTimerArmedForEarliestDeadline(t *testing.T) {
+	h := newTCPHarness(t, testParams(), Options{})
+	e := h.e
+	e.updateClock()
+	e.nextTick = e.now + tickInterval
+	e.armTimer(e.nextTick)
+	unacked := func(sport uint16) int32 {
+		t.Helper()
+		c, hc := established(t, h, tcpFamilies[0], sport, 1000, 0)
+		if _, err := hc.Write(pattern(0, 500)); err != nil {
+			t.Fatal(err)
+		}
+		h.take("data", func(s *tcpSeg) bool { return c.mine(s) && len(s.payload) > 0 })
+		for _, idx := range e.ft.active {
+			if e.flow(idx).NSPort == sport {
+				return idx
+			}
+		}
+		t.Fatalf("no flow for port %d", sport)
+		return -1
+	}
+	tr := h.tr()
+	a := unacked(40190)
+	h.now = h.now.Add(50 * time.Millisecond)
+	h.cycle(0)
+	b := unacked(40191)
+	rtoA, rtoB := tr.conn(a).rtoAt, tr.conn(b).rtoAt
+	if rtoA == 0 || rtoB <= rtoA || rtoB >= e.nextTick {
+		t.Fatalf("retransmission timers %d and %d ms, tick at %d ms: want a before b before the tick",
+			rtoA/1e6, rtoB/1e6, e.nextTick/1e6)
+	}
+
+	fire := func(at int64) {
+		h.now = e.start.Add(time.Duration(at))
+		e.updateClock()
+		e.timerfdFired()
+	}
+	armed := func() int64 {
+		var its unix.ItimerSpec
+		if err := unix.TimerfdGettime(e.timerfd, &its); err != nil {
+			t.Fatal(err)
+		}
+		return e.now + its.Value.Nano()
+	}
+	// a's timer fires; b's deadline, set while the timer waited for a's, is
+	// the earliest left.
+	fire(rtoA)
+	if got := armed(); got > rtoB {
+		t.Errorf("after a's retransmission the timer is armed for %d ms, want b's deadline at %d ms",
+			got/1e6, rtoB/1e6)
+	}
+	// b's fires; a's backed-off timer, set by a's hook, is next.
+	fire(rtoB)
+	next := min(tr.conn(a).rtoAt, tr.conn(b).rtoAt)
+	if next <= rtoB || next >= e.nextTick {
+		t.Fatalf("backed-off timers %d and %d ms, tick at %d ms", tr.conn(a).rtoAt/1e6, tr.conn(b).rtoAt/1e6, e.nextTick/1e6)
+	}
+	if got := armed(); got > next {
+		t.Errorf("after b's retransmission the timer is armed for %d ms, want %d ms", got/1e6, next/1e6)
+	}
+}
