@@ -224,6 +224,47 @@ func TestForwardNoSplice(t *testing.T) {
 	}
 }
 
+// TestForwardHostLoToNSLo: a spliced connection from host loopback reaches
+// the namespace's own address by default (so services bound to the
+// namespace's loopback stay private), and with --host-lo-to-ns-lo its
+// loopback, as pasta does; both for a port on the any address (served by
+// its loopback twin) and one bound to 127.0.0.1 (served by the engine's
+// listener and its splice hook, which once ignored the option).
+func TestForwardHostLoToNSLo(t *testing.T) {
+	e := newEnv(t, nstest.RootUser, hostSetup{peers: true})
+	const p = 18221
+	for _, c := range []struct {
+		name string
+		spec string
+		flag bool
+		want string
+	}{
+		{"any address", strconv.Itoa(p), false, ns4},
+		{"any address, --host-lo-to-ns-lo", strconv.Itoa(p), true, "127.0.0.1"},
+		{"127.0.0.1", "127.0.0.1/" + strconv.Itoa(p), false, ns4},
+		{"127.0.0.1, --host-lo-to-ns-lo", "127.0.0.1/" + strconv.Itoa(p), true, "127.0.0.1"},
+	} {
+		args := []string{"--config-net", "-t", c.spec, "-u", "none", "-T", "none", "-U", "none"}
+		if c.flag {
+			args = append(args, "--host-lo-to-ns-lo")
+		}
+		ag := e.startAgent(t, args...)
+		ag.serve(t, p)
+		dst := addrPort("127.0.0.1", p)
+		e.waitServing(t, ag.proc, dst, 20*time.Second)
+		got, err := e.sourceSeen(netip.Addr{}, dst)
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+		} else if got != c.want {
+			t.Errorf("%s: the namespace saw the connection from %q, want %q", c.name, got, c.want)
+		}
+		ag.proc.Signal(syscall.SIGTERM)
+		if _, ok := ag.proc.Wait(5 * time.Second); !ok {
+			t.Errorf("%s: gopasta still running 5s after SIGTERM", c.name)
+		}
+	}
+}
+
 // sourceSeen asks the namespace's server ('A') which address it sees a
 // connection from local to dst come from.
 func (e *env) sourceSeen(local netip.Addr, dst netip.AddrPort) (string, error) {

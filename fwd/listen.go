@@ -53,6 +53,11 @@ type Listener struct {
 	// Splice: connections from host loopback go to the splice hook
 	// rather than through the TAP.
 	Splice bool
+	// SpliceTo is the rule's own target address for those, of the
+	// socket's family, passed on as SpliceConn.ToAddr; invalid when the
+	// rule names none, and the hook then picks (the namespace's own
+	// address or its loopback, as the options say).
+	SpliceTo netip.Addr
 }
 
 // SpliceConn is a connection or UDP flow handed to the splice hook.
@@ -63,7 +68,8 @@ type SpliceConn struct {
 	UDP  bool
 	V6   bool
 	Peer netip.AddrPort // the host peer (a loopback address)
-	// ToAddr, ToPort: the listener's target (ToAddr may be invalid).
+	// ToAddr, ToPort: where the rule sends it (ToAddr is the listener's
+	// SpliceTo: invalid when the rule names no address).
 	ToAddr netip.Addr
 	ToPort uint16
 	// Data holds the UDP datagrams that arrived on the listener before
@@ -124,9 +130,11 @@ func (e *Engine) SetSpliceHook(h SpliceHook) {
 // AddListener registers l with the engine; safe from any goroutine,
 // before or during Run.
 func (e *Engine) AddListener(l Listener) (ListenerID, error) {
-	if l.ToAddr.IsValid() && l.ToAddr.Unmap().Is6() != l.V6 {
-		unix.Close(l.Fd)
-		return 0, ErrListenFamily
+	for _, a := range []netip.Addr{l.ToAddr, l.SpliceTo} {
+		if a.IsValid() && a.Unmap().Is6() != l.V6 {
+			unix.Close(l.Fd)
+			return 0, ErrListenFamily
+		}
 	}
 	if err := unix.SetNonblock(l.Fd, true); err != nil {
 		unix.Close(l.Fd)
@@ -154,7 +162,7 @@ func (e *Engine) AddListener(l Listener) (ListenerID, error) {
 	slot, old := t.ls.Take()
 	s := &t.ls.Items[slot]
 	gen := old.gen + 1
-	l.ToAddr = l.ToAddr.Unmap()
+	l.ToAddr, l.SpliceTo = l.ToAddr.Unmap(), l.SpliceTo.Unmap()
 	*s = listener{Listener: l, gen: gen, active: true}
 	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: tagListenBase - slot, Pad: int32(gen)}
 	if err := unix.EpollCtl(e.epfd, unix.EPOLL_CTL_ADD, l.Fd, &ev); err != nil {
@@ -278,7 +286,7 @@ func (e *Engine) acceptTCP(l *listener) {
 			return
 		}
 		if t.canSplice(l, peer.Addr()) {
-			c := SpliceConn{Fd: fd, V6: l.V6, Peer: peer, ToAddr: l.ToAddr, ToPort: l.ToPort}
+			c := SpliceConn{Fd: fd, V6: l.V6, Peer: peer, ToAddr: l.SpliceTo, ToPort: l.ToPort}
 			if !t.hook(&c) {
 				e.sys.abort(fd)
 				e.sys.close(fd)

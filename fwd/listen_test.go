@@ -2,6 +2,7 @@ package fwd
 
 import (
 	"bytes"
+	"errors"
 	"net"
 	"net/netip"
 	"testing"
@@ -225,7 +226,9 @@ func TestListenerSpliceHook(t *testing.T) {
 	got := make(chan SpliceConn, 4)
 	e.SetSpliceHook(func(c *SpliceConn) bool { got <- *c; return true })
 	fd, port := listenFd(t, false)
-	id, err := e.AddListener(Listener{Fd: fd, ToPort: 80, Splice: true})
+	// The TAP's target is the namespace's address; the rule names none
+	// for spliced connections, so the hook gets none and picks.
+	id, err := e.AddListener(Listener{Fd: fd, ToAddr: netip.MustParseAddr("10.0.2.100"), ToPort: 80, Splice: true})
 	if err != nil {
 		t.Fatalf("AddListener: %v", err)
 	}
@@ -234,8 +237,8 @@ func TestListenerSpliceHook(t *testing.T) {
 	dialLoopback(t, port)
 	select {
 	case sc := <-got:
-		if sc.UDP || sc.ToPort != 80 || !sc.Peer.Addr().IsLoopback() {
-			t.Errorf("got %+v, want a TCP connection from loopback to port 80", sc)
+		if sc.UDP || sc.ToPort != 80 || !sc.Peer.Addr().IsLoopback() || sc.ToAddr.IsValid() {
+			t.Errorf("got %+v, want a TCP connection from loopback to port 80, no target address", sc)
 		}
 		unix.Close(sc.Fd)
 	case <-time.After(2 * time.Second):
@@ -300,4 +303,24 @@ func TestTCPFromHostFirstConnection(t *testing.T) {
 		}
 	}
 	t.Fatal("got no data segment: tcpFromHost without a prior SO_PEEK_OFF probe never sends host data")
+}
+
+// TestListenerTargetFamily: a target address (for the TAP or for spliced
+// connections) of the other family than the socket's is refused, and the
+// socket closed.
+func TestListenerTargetFamily(t *testing.T) {
+	e, _ := newTestEngine(t, Options{})
+	for _, l := range []Listener{
+		{ToAddr: netip.MustParseAddr("2001:db8::1"), ToPort: 80},
+		{ToAddr: netip.MustParseAddr("10.0.2.100"), SpliceTo: netip.MustParseAddr("::1"), ToPort: 80, Splice: true},
+	} {
+		fd, _ := listenFd(t, false)
+		l.Fd = fd
+		if _, err := e.AddListener(l); !errors.Is(err, ErrListenFamily) {
+			t.Errorf("AddListener(%v, %v): got %v, want ErrListenFamily", l.ToAddr, l.SpliceTo, err)
+		}
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil {
+			t.Errorf("AddListener(%v, %v) left the socket open", l.ToAddr, l.SpliceTo)
+		}
+	}
 }

@@ -193,5 +193,5 @@ func (e *Engine) spliceDatagram(l *listener, local, peer netip.AddrPort, data []
 		return
 	}
 	t.hand = append(t.hand, SpliceConn{Fd: fd, UDP: true, V6: l.V6, Peer: peer,
-		ToAddr: l.ToAddr, ToPort: l.ToPort, Data: [][]byte{cp}})
+		ToAddr: l.SpliceTo, ToPort: l.ToPort, Data: [][]byte{cp}})
 }

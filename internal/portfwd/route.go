@@ -62,7 +62,7 @@ func (pf *Forwarder) register(p listenPlan, fd int) (closer, error) {
 		id, err := pf.cfg.Engine.AddListener(fwd.Listener{
 			Fd: fd, UDP: p.UDP, V6: p.V6, Local: netip.AddrPortFrom(p.Addr, p.Port),
 			BindIf: p.Ifname, ToAddr: pf.tapTarget(p.V6, p.toAddr), ToPort: p.toPort,
-			Splice: !pf.cfg.NoSplice,
+			Splice: !pf.cfg.NoSplice, SpliceTo: p.toAddr,
 		})
 		if err != nil {
 			return nil, err
