@@ -144,6 +144,7 @@ type Engine struct {
 	events                []unix.EpollEvent
 	nextTick              int64 // next housekeeping tick
 	timerAt               int64 // what the timerfd is armed for
+	nextRA                int64 // next unsolicited router advertisement (0: none scheduled yet)
 	closing               []int32
 	sa4                   unix.SockaddrInet4 // reused by sockaddr
 	sa6                   unix.SockaddrInet6

@@ -179,6 +179,7 @@ func (e *Engine) timerfdFired() {
 	next := e.runTimers()
 	if e.now >= e.nextTick {
 		e.nextTick = e.now + tickInterval
+		e.routerAdvertTick()
 		if e.pcap != nil {
 			if err := e.pcap.flush(); err != nil && !e.warned.pcap {
 				e.warned.pcap = true

@@ -1,7 +1,9 @@
 package fwd
 
 import (
+	"math/rand/v2"
 	"net/netip"
+	"time"
 
 	"github.com/gopasta/gopasta/internal/header"
 )
@@ -135,10 +137,36 @@ func neighborAdvert(p *NetParams, frame []byte, ip header.IPv6, ns header.NDPNei
 	return l2l3v6 + naLen
 }
 
+// Unsolicited router advertisements (RFC 4861 6.2.1): the namespace's
+// kernel solicits only when its interface comes up, and the default route
+// it learns expires with the router lifetime (65535 s, about 18 hours)
+// unless an advertisement renews it. So one goes to all nodes at a random
+// interval between raMinInterval and raMaxInterval, the RFC's defaults
+// (randomised so that routers on a link do not synchronise), the first one
+// interval after the engine starts, as pasta does.
+const (
+	raMaxInterval = 600 * int64(time.Second)
+	raMinInterval = raMaxInterval / 3
+)
+
+// routerAdvertTick runs on the housekeeping tick: it sends the unsolicited
+// advertisement when due and schedules the next.
+func (e *Engine) routerAdvertTick() {
+	if e.nextRA != 0 && e.now < e.nextRA {
+		return
+	}
+	if e.nextRA != 0 {
+		out := e.txBuf()
+		if n := buildRouterAdvert(e.p, out); n > 0 {
+			e.txCommit(n)
+		}
+	}
+	e.nextRA = e.now + raMinInterval + rand.Int64N(raMaxInterval-raMinInterval)
+}
+
 // buildRouterAdvert writes an unsolicited router advertisement to all nodes
 // into out and returns its length (0 with NoNDP or NoRA, or when out is too
-// short). The engine sends one periodically, so SLAAC and RDNSS work even
-// when the namespace never solicits.
+// short); routerAdvertTick sends it.
 func buildRouterAdvert(p *NetParams, out []byte) int {
 	if p.NoNDP || p.NoRA {
 		return 0

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/gopasta/gopasta/internal/header"
 )
@@ -211,5 +212,59 @@ func BenchmarkNDPReply(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestUnsolicitedRouterAdvert drives the housekeeping tick: the first
+// advertisement is scheduled, not sent, at start; when its time comes one
+// goes to all nodes, and the next is scheduled within the RFC's interval.
+// With NoRA nothing is sent.
+func TestUnsolicitedRouterAdvert(t *testing.T) {
+	for _, noRA := range []bool{false, true} {
+		p := respParams()
+		p.NoRA = noRA
+		l := newFakeLink(t)
+		e, err := New(l, p, Options{})
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		t.Cleanup(func() { e.Close() })
+		now := e.start
+		e.clock = func() time.Time { return now }
+		tick := func(d time.Duration) {
+			now = now.Add(d)
+			e.updateClock()
+			e.timerfdFired()
+			e.flush()
+		}
+		tick(0)
+		first := e.nextRA - e.now
+		if first < raMinInterval || first >= raMaxInterval {
+			t.Fatalf("first advertisement in %v, want within [%v, %v)",
+				time.Duration(first), time.Duration(raMinInterval), time.Duration(raMaxInterval))
+		}
+		if len(l.out) != 0 {
+			t.Errorf("noRA=%v: %d frames at start, want none", noRA, len(l.out))
+		}
+		tick(time.Duration(first) - time.Second)
+		if len(l.out) != 0 {
+			t.Errorf("noRA=%v: %d frames a second before the advertisement is due, want none", noRA, len(l.out))
+		}
+		tick(time.Second)
+		if noRA {
+			if len(l.out) != 0 {
+				t.Errorf("NoRA: %d frames when an advertisement was due, want none", len(l.out))
+			}
+			continue
+		}
+		if len(l.out) != 1 {
+			t.Fatalf("%d frames when the advertisement was due, want 1", len(l.out))
+		}
+		_, icmp := checkICMPv6Reply(t, "unsolicited", <-l.out, allNodesMAC)
+		checkRA(t, "unsolicited", p, icmp)
+		if next := e.nextRA - e.now; next < raMinInterval || next >= raMaxInterval {
+			t.Errorf("next advertisement in %v, want within [%v, %v)",
+				time.Duration(next), time.Duration(raMinInterval), time.Duration(raMaxInterval))
+		}
 	}
 }
