@@ -415,6 +415,38 @@ func TestSandboxRunAs(t *testing.T) {
 	}
 }
 
+// TestSandboxRunAsDaemon: rootless, attaching by PID re-executes gopasta
+// in the target's user namespace, whose ids --runas names from outside;
+// the copy that goes to the background must translate them too (it once
+// took them as ids of the target's namespace and failed to confine).
+func TestSandboxRunAsDaemon(t *testing.T) {
+	for _, u := range nstest.Users() {
+		if u.Root() {
+			continue // root joins without a user namespace of the target's
+		}
+		t.Run(u.Name, func(t *testing.T) {
+			e := newEnv(t, u, hostSetup{})
+			sleeper := e.startSleeper(t)
+			pidFile := filepath.Join(nstest.TempDir(t), "gopasta.pid")
+			runAs := strconv.Itoa(u.UID) + ":" + strconv.Itoa(u.GID)
+			r := e.run(t, "--config-net", "-P", pidFile, "--runas", runAs, strconv.Itoa(sleeper.PID()))
+			if r.Code != 0 {
+				t.Fatalf("gopasta --runas %s PID (to the background): got exit %d, want 0\n%s", runAs, r.Code, r)
+			}
+			pid, err := nstest.ReadPIDFile(pidFile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			nstest.KillOnCleanup(t, pid)
+			checkConfined(t, pid, wantConfinement(u))
+			_ = sleeper.Signal(syscall.SIGKILL)
+			if _, err := nstest.WaitGone(pid, 5*time.Second); err != nil {
+				t.Errorf("daemon: %v after the namespace went, want it gone", err)
+			}
+		})
+	}
+}
+
 // TestSandboxInheritedFds: a descriptor leaked by whoever started gopasta
 // is closed before anything runs (the traffic-carrying process holds no
 // descriptor to a file of the host but its log, pcap and pid directory).

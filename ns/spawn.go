@@ -337,6 +337,17 @@ func init() { os.Unsetenv(envUserNS) }
 // ReexecInUserNS, i.e. root in a user namespace of its own.
 func InReexecUserNS() bool { return inReexecUserNS }
 
+// ReexecEnv is the environment a further copy of this process needs to be
+// known as running in the re-executed user namespace too (attach mode's
+// background copy, which must read --runas the same way): the marker when
+// this process is such a copy, else nothing.
+func ReexecEnv() []string {
+	if !inReexecUserNS {
+		return nil
+	}
+	return []string{envUserNS + "=" + initProtocol}
+}
+
 // startLocked starts cmd from a goroutine locked to its OS thread, which
 // stays alive until cmd is reaped and then calls exited with Wait's
 // result: Pdeathsig follows the thread that forked, so a thread the

@@ -6,10 +6,13 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gopasta/gopasta/ns"
 )
 
 // envDaemon carries the descriptor a background copy reports readiness on.
@@ -73,7 +76,10 @@ func daemonize() (bg *background, relay bool, status int, err error) {
 	defer null.Close()
 	cmd := exec.Command("/proc/self/exe", os.Args[1:]...)
 	cmd.Args[0] = os.Args[0]
-	cmd.Env = append(os.Environ(), envDaemon+"=3")
+	// The environment lost the user-namespace marker when this copy
+	// started (ns hides it from children): give it back, or the background
+	// copy would take --runas ids for its namespace's own.
+	cmd.Env = slices.Concat(os.Environ(), ns.ReexecEnv(), []string{envDaemon + "=3"})
 	cmd.ExtraFiles = []*os.File{w}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = null, os.Stdout, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
