@@ -499,7 +499,7 @@ func TestSandboxSignals(t *testing.T) {
 				sig  syscall.Signal
 				name string
 				want int
-			}{{syscall.SIGINT, "INT", 42}, {syscall.SIGTERM, "TERM", 43}, {syscall.SIGHUP, "HUP", 44}} {
+			}{{syscall.SIGINT, "INT", 42}, {syscall.SIGTERM, "TERM", 43}, {syscall.SIGHUP, "HUP", 44}, {syscall.SIGQUIT, "QUIT", 45}} {
 				t.Run(sig.name, func(t *testing.T) {
 					e := newEnv(t, u, hostSetup{})
 					dir := nstest.TempDir(t)

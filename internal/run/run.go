@@ -240,8 +240,11 @@ func Run(cfg *config.Config) (int, error) {
 	}
 	close(gate) // the first frame is read from here on
 
+	// SIGQUIT too: the command gets it (Ctrl-\, or passed on by the copy
+	// outside the user namespace), where Go's default would dump our
+	// goroutines, exit 2 and take the command down with us.
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer signal.Stop(sigs)
 
 	if child != nil {
