@@ -261,18 +261,21 @@ func Run(cfg *config.Config) (int, error) {
 	if bg != nil {
 		bg.ready()
 	}
+	var runErr error
 	select {
 	case <-gone:
 		log.Info("namespace is gone, exiting")
 	case s := <-sigs:
 		log.Info("exiting", "signal", s.String())
 	case <-engineDone.done:
-		if engineDone.err != nil {
-			return 1, engineDone.err
-		}
+		runErr = engineDone.err
 	}
+	// Whatever ended the run, the pid file goes with it.
 	if err := sb.RemovePidFile(); err != nil {
 		log.Debug("pid file not removed", "err", err)
+	}
+	if runErr != nil {
+		return 1, runErr
 	}
 	return 0, nil
 }
