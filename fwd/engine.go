@@ -156,7 +156,7 @@ type Engine struct {
 
 // warnings that must be said once, not once per packet.
 type warnings struct {
-	ping, pcap bool
+	ping, pcap, sendSpace bool
 }
 
 const (

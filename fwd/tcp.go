@@ -954,6 +954,13 @@ func (t *tcpTr) resetSeg(e *Engine, idx int32, a seqnum.Value) {
 func (t *tcpTr) window(e *Engine, idx int32) uint32 {
 	free, err := e.sys.sendSpace(e.flow(idx).Fd)
 	if err != nil {
+		if !e.warned.sendSpace {
+			// A kernel before 4.12 has no SO_MEMINFO: without a window,
+			// no TCP connection through the TAP can carry data. Say so
+			// once rather than leave it a mystery.
+			e.warned.sendSpace = true
+			e.log.Warn("TCP: cannot read a host socket's send buffer (SO_MEMINFO, Linux 4.12): connections through the TAP get no window", "err", err)
+		}
 		return 0
 	}
 	w := uint32(free - free/8)

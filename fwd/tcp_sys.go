@@ -61,7 +61,7 @@ func (k *kernelSys) getsockoptInt(fd, level, opt int) (int, error) {
 // sendSpace returns how many more bytes fd's send buffer accepts: the
 // kernel's own test (sk_stream_memory_free) compares the queued memory,
 // overhead included, with the buffer size, which SO_MEMINFO reports in one
-// call (Linux 4.6).
+// call (Linux 4.12).
 func (k *kernelSys) sendSpace(fd int) (int, error) {
 	k.optLen = uint32(len(k.memInfo) * 4)
 	_, _, errno := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, unix.SO_MEMINFO,

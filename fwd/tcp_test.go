@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/netip"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -1556,5 +1558,31 @@ func TestTimerArmedForEarliestDeadline(t *testing.T) {
 	}
 	if got := armed(); got > next {
 		t.Errorf("after b's retransmission the timer is armed for %d ms, want %d ms", got/1e6, next/1e6)
+	}
+}
+
+// noMemInfo is a kernel without SO_MEMINFO (before 4.12).
+type noMemInfo struct{ *streamSys }
+
+func (noMemInfo) sendSpace(int) (int, error) { return 0, unix.ENOPROTOOPT }
+
+// TestTCPNoSendSpaceWarnsOnce: when the host socket's send buffer cannot
+// be read, the namespace is offered no window, and the log says why once.
+func TestTCPNoSendSpaceWarnsOnce(t *testing.T) {
+	fs := newFakeStream(t, true)
+	var lb logBuf
+	fs.e.log = slog.New(slog.NewTextHandler(&lb, nil))
+	fs.e.sys = noMemInfo{fs.ss}
+	seq := fs.iss + 1
+	for i := range 3 {
+		fs.seg(header.TCPFlagACK, seq, uint32(fs.c.isn)+1, 1000, nil, pattern(i*10, 10))
+		seq += 10
+	}
+	fs.e.flush()
+	if n := strings.Count(lb.b.String(), "SO_MEMINFO"); n != 1 {
+		t.Errorf("warning logged %d times, want once:\n%s", n, lb.b.String())
+	}
+	if fs.c.wndToNS != 0 {
+		t.Errorf("window offered %d, want 0", fs.c.wndToNS)
 	}
 }
