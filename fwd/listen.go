@@ -309,7 +309,7 @@ func (e *Engine) acceptTCP(l *listener) {
 		// for the first to go, like a port clash.
 		k := flowKey{proto: header.ProtocolTCP, nsPort: l.ToPort, dstPort: peer.Port(), ns: to.As16(), dst: from.As16()}
 		if e.ft.lookup(&k) >= 0 {
-			e.drop(DropTableFull)
+			e.drop(DropHostSocket)
 			e.sys.abort(fd)
 			e.sys.close(fd)
 			continue

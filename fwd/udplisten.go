@@ -115,7 +115,7 @@ func (e *Engine) udpListenerBatch(l *listener) (n, asked int) {
 		} else if e.flow(idx).HostAddr != peer.Addr() {
 			// Another host peer already appears as this namespace
 			// peer (see acceptTCP).
-			e.drop(DropTableFull)
+			e.drop(DropHostSocket)
 			continue
 		}
 		f := e.flow(idx)
