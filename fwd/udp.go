@@ -247,7 +247,7 @@ func udpBurst(last int) int {
 func (u *udpTr) receive(e *Engine, idx int32) {
 	f := e.flow(idx)
 	off := l4Offset(f.v6) + header.UDPMinimumSize
-	maxPay := e.frameMax - off
+	maxPay := e.udpMaxPayload(f.v6)
 	bs := e.txBufs(udpBurst(int(f.udpLast)))
 	for i, b := range bs {
 		u.recvIov[i].Base = &b[off]
@@ -272,6 +272,13 @@ func (u *udpTr) receive(e *Engine, idx int32) {
 	f.udpLast = last
 	f.Flags |= flagReplied
 	f.Deadline = e.now + udpTimeoutReply
+}
+
+// udpMaxPayload is the largest datagram toward the namespace: one that
+// fits its MTU, since the engine never fragments. The transmit buffers
+// (frameMax) may be larger, for GSO frames, so they do not bound it.
+func (e *Engine) udpMaxPayload(v6 bool) int {
+	return e.mtu + header.EthernetMinimumSize - l4Offset(v6) - header.UDPMinimumSize
 }
 
 // udpFrame completes b, a transmit buffer holding n payload bytes for flow

@@ -212,3 +212,49 @@ func TestUDPBurstLargeDatagrams(t *testing.T) {
 	}
 	rec.check(t, -1, 3) // 64 KiB of 20000-byte datagrams
 }
+
+// TestUDPLargerThanMTUDropped: with a virtio-net header the transmit
+// buffers hold 64 KiB, but a host datagram on a flow the namespace opened
+// must still fit the namespace's MTU, as on a forwarded port's listener:
+// one larger is dropped and counted, not sent as a frame the namespace's
+// MTU does not allow.
+func TestUDPLargerThanMTUDropped(t *testing.T) {
+	h := newHostNS(t)
+	pc := h.listenUDP("127.0.0.1:0")
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			_, from, err := pc.ReadFromUDPAddrPort(buf)
+			if err != nil {
+				return
+			}
+			pc.WriteToUDPAddrPort(make([]byte, 1400), from)
+			pc.WriteToUDPAddrPort(make([]byte, 3000), from)
+		}
+	}()
+	port := uint16(pc.LocalAddr().(*net.UDPAddr).Port)
+	p := testParams()
+	p.MTU = 1500
+	l := newFakeLink(t)
+	e, err := New(l, p, Options{VnetHdr: true})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { e.Close() })
+	h.start(e)
+	hdr := make([]byte, header.VirtioNetHdrSize)
+	l.inject(append(hdr, udpFrame(netip.MustParseAddr("10.0.2.100"), netip.MustParseAddr("10.0.2.2"), 47114, port, []byte("x"))...))
+	l.next(t, 5*time.Second, nil)
+	deadline := time.Now().Add(5 * time.Second)
+	for e.Stats().Drops[DropTooBig] == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := e.Stats().Drops[DropTooBig]; got != 1 {
+		t.Errorf("too-big drops %d, want 1 (the 3000-byte datagram)", got)
+	}
+	select {
+	case f := <-l.out:
+		t.Errorf("a second frame of %d bytes reached the link, want only the 1400-byte datagram's", len(f))
+	case <-time.After(100 * time.Millisecond):
+	}
+}

@@ -64,9 +64,7 @@ func (e *Engine) udpListenerRead(l *listener) {
 func (e *Engine) udpListenerBatch(l *listener) (n, asked int) {
 	t := &e.lst
 	off := l4Offset(l.V6) + header.UDPMinimumSize
-	// Datagrams must fit the namespace's MTU (frameMax may be larger,
-	// for GSO frames): the engine never fragments.
-	maxPay := min(e.frameMax, e.mtu+header.EthernetMinimumSize) - off
+	maxPay := e.udpMaxPayload(l.V6)
 	bs := e.txBufs(udpBurst(int(l.udpLast)))
 	for i, b := range bs {
 		t.iov[i].Base = &b[off]
