@@ -46,7 +46,7 @@ const (
 	tcpRTOInitial  = 200 * int64(1e6)
 	tcpRTOMax      = 10 * int64(1e9)
 	tcpMaxRetries  = 10
-	tcpSynTimeout  = 10 * int64(1e9) // namespace never completing our SYN-ACK
+	tcpSynTimeout  = 10 * int64(1e9) // host connect() for the namespace's SYN not done yet
 	tcpIdleTimeout = 7200 * int64(1e9)
 	tcpDupAcks     = 3
 	tcpSegBatch    = txFrames // segments per peek

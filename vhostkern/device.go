@@ -273,7 +273,10 @@ func (d *Device) drainCall(q int) (uint64, error) {
 // into sizes. Fewer frames than len(bufs), 0 included, means the queue ran
 // dry and Fd becomes readable when something arrives; a full bufs means
 // there may be more, and the caller must call again before waiting on Fd.
-// A frame longer than its buffer is dropped and counted in Stats.RxDropped.
+// From the vhost RX queue, a frame longer than its buffer is dropped and
+// counted in Stats.RxDropped; read from the TAP (Config.RXFromTap, the
+// default), the kernel truncates it to the buffer instead, as a TAP read
+// does, and nothing is counted here.
 func (d *Device) ReadBatch(bufs [][]byte, sizes []int) (int, error) {
 	if d.closed {
 		return 0, unix.EBADF

@@ -38,7 +38,7 @@ type Stats struct {
 	RxFrames, TxFrames uint64
 	RxKicks, TxKicks   uint64 // RX kicks follow buffer refills
 	RxCalls, TxCalls   uint64
-	RxDropped          uint64 // frames longer than the caller's buffer
+	RxDropped          uint64 // frames longer than the caller's buffer (RX queue only; TAP reads truncate)
 	TxFull             uint64 // WriteBatch calls cut short by a full queue
 	RxPolled           uint64 // empty-queue polls that found a frame before re-arming
 	RxRearmed          uint64 // times ReadBatch re-armed the call and reported nothing
