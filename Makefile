@@ -16,6 +16,9 @@ FUZZTIME  ?= 5s
 TESTFLAGS ?=
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 VMTESTS   ?= internal/vmtest/run-vm-tests.sh
+# The packages the race detector runs over (it needs cgo, so a C compiler):
+# everything but the integration tests, which drive a separately built binary.
+RACEPKGS  ?= ./fwd/... ./splice/... ./tap/... ./vhostkern/... ./ns/... ./internal/...
 
 .PHONY: all build run test check bench fuzz-short clean
 
@@ -32,9 +35,16 @@ run: build
 	./$(BIN) --config-net -- $(CMD)
 
 ## test: the whole suite as root (unit tests, e2e/ as root and uid 65534),
+## the unit tests again under the race detector when a C compiler is there,
 ## then the vhost-net tests inside a QEMU guest when their runner exists.
 test:
 	$(GO) test -count=1 -timeout 20m $(TESTFLAGS) ./...
+	@if command -v gcc >/dev/null 2>&1; then \
+		echo "== race detector ($(RACEPKGS))"; \
+		CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 15m $(TESTFLAGS) $(RACEPKGS); \
+	else \
+		echo "== race detector skipped: no C compiler (apt-get install gcc libc6-dev)"; \
+	fi
 	@if [ -f $(VMTESTS) ]; then \
 		echo "== VM tests ($(VMTESTS))"; \
 		bash $(VMTESTS); \
