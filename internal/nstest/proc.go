@@ -180,9 +180,27 @@ func (s *syncBuffer) String() string {
 
 // PIDAlive reports whether pid exists and is not a zombie. Zombies count as
 // gone: a daemon re-parented to a PID 1 that does not reap (containers) stays
-// a zombie forever, but it has exited.
+// a zombie forever, but it has exited. A process is gone only when all its
+// threads are: a killed multi-threaded process's leader shows as a zombie
+// while the other threads still exit, and until the last one has, its
+// descriptors (a listening socket, say) are still open.
 func PIDAlive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	dir := "/proc/" + strconv.Itoa(pid)
+	if tasks, err := os.ReadDir(dir + "/task"); err == nil {
+		for _, t := range tasks {
+			if taskAlive(dir + "/task/" + t.Name() + "/stat") {
+				return true
+			}
+		}
+		return false
+	}
+	return taskAlive(dir + "/stat")
+}
+
+// taskAlive reports whether the task whose stat file is path exists and is
+// neither a zombie nor dead.
+func taskAlive(path string) bool {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return false
 	}
