@@ -152,12 +152,12 @@ const (
 // routerAdvertTick runs on the housekeeping tick: it sends the unsolicited
 // advertisement when due and schedules the next.
 func (e *Engine) routerAdvertTick() {
-	if e.nextRA != 0 && e.now < e.nextRA {
+	switch {
+	case e.nextRA == 0: // the first tick: only schedule
+	case e.now < e.nextRA:
 		return
-	}
-	if e.nextRA != 0 {
-		out := e.txBuf()
-		if n := buildRouterAdvert(e.p, out); n > 0 {
+	default:
+		if n := buildRouterAdvert(e.p, e.txBuf()); n > 0 {
 			e.txCommit(n)
 		}
 	}

@@ -17,7 +17,7 @@ const (
 	DropProtocol                       // protocol disabled (--no-udp...) or not handled
 	DropDestination                    // destination we do not forward (multicast, broadcast, link-local)
 	DropTableFull                      // flow table at capacity
-	DropHostSocket                     // host socket could not be opened or refused the data, or a host peer clashes with another as the namespace sees them
+	DropHostSocket                     // host socket could not be opened or refused the data, or two host peers look alike to the namespace
 	DropTooBig                         // host datagram larger than the namespace MTU
 	DropLinkFull                       // link did not take the frame
 	DropNoFlow                         // TCP segment for no connection (answered with a reset)

@@ -128,19 +128,19 @@ const (
 	peekUnsupported
 )
 
-func family(v6 bool) int {
-	if v6 {
-		return 1
+// peekCapOf is what is known of SO_PEEK_OFF for f's host socket, by the
+// socket's family, which is its host address's: connectHost opens it by
+// that address, and an accepted socket's listener is IPv6-only.
+func (t *tcpTr) peekCapOf(f *Flow) *peekCap {
+	if f.HostAddr.Is6() {
+		return &t.peekOff[1]
 	}
-	return 0
+	return &t.peekOff[0]
 }
 
 // hasPeekOff reports whether f's host socket peeks from an offset the
-// kernel keeps. The socket's family is its host address's: connectHost
-// opens it by that address, and an accepted socket's listener is IPv6-only.
-func (t *tcpTr) hasPeekOff(f *Flow) bool {
-	return t.peekOff[family(f.HostAddr.Is6())] == peekSupported
-}
+// kernel keeps.
+func (t *tcpTr) hasPeekOff(f *Flow) bool { return *t.peekCapOf(f) == peekSupported }
 
 func newTCPTranslator(e *Engine) translator {
 	return &tcpTr{
@@ -277,12 +277,12 @@ func (t *tcpTr) segmentSize(e *Engine, v6 bool, mss uint16) uint16 {
 	return min(mss, limit)
 }
 
-// usePeekOff enables SO_PEEK_OFF on fd, a TCP socket of family v6. The
-// family's first socket, whichever side opened it, probes for it; without
-// it, peeks start at the head every time (scratch takes what is in
-// flight).
-func (t *tcpTr) usePeekOff(e *Engine, fd int, v6 bool) error {
-	pc := &t.peekOff[family(v6)]
+// usePeekOff enables SO_PEEK_OFF on fd, f's new host socket (f.HostAddr
+// set). The family's first socket, whichever side opened it, probes for
+// it; without it, peeks start at the head every time (scratch takes what
+// is in flight).
+func (t *tcpTr) usePeekOff(e *Engine, fd int, f *Flow) error {
+	pc := t.peekCapOf(f)
 	switch *pc {
 	case peekUnprobed:
 		*pc = peekSupported
@@ -315,7 +315,7 @@ func (t *tcpTr) connectHost(e *Engine, idx int32) (fd int, err error) {
 			fd = -1
 		}
 	}()
-	if err = t.usePeekOff(e, fd, v6); err != nil {
+	if err = t.usePeekOff(e, fd, f); err != nil {
 		return fd, err
 	}
 	// The namespace's stack already coalesces small writes (Nagle);
@@ -1117,7 +1117,7 @@ func (e *Engine) tcpFromHost(fd int, peer, to netip.AddrPort) error {
 	f.Fd = fd
 	f.HostAddr = peer.Addr()
 	e.sys.setsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
-	if err := t.usePeekOff(e, fd, f.HostAddr.Is6()); err != nil {
+	if err := t.usePeekOff(e, fd, f); err != nil {
 		e.sys.abort(fd)
 		e.closeFlow(idx)
 		return err
