@@ -331,8 +331,21 @@ func (h *hostNS) do(f func()) {
 // udpEcho starts a UDP echo server on addr (in the namespace) and returns
 // its port and a channel of the source addresses it saw.
 func (h *hostNS) udpEcho(addr string) (uint16, chan netip.AddrPort) {
-	pc := h.listenUDP(addr)
 	seen := make(chan netip.AddrPort, 64)
+	port := h.udpServe(addr, func(pc *net.UDPConn, msg []byte, from netip.AddrPort) {
+		select {
+		case seen <- from:
+		default:
+		}
+		pc.WriteToUDPAddrPort(msg, from)
+	})
+	return port, seen
+}
+
+// udpServe runs a UDP server on addr in the namespace, answer called for
+// every datagram until the test ends, and returns its port.
+func (h *hostNS) udpServe(addr string, answer func(pc *net.UDPConn, msg []byte, from netip.AddrPort)) uint16 {
+	pc := h.listenUDP(addr)
 	go func() {
 		buf := make([]byte, 65536)
 		for {
@@ -340,14 +353,10 @@ func (h *hostNS) udpEcho(addr string) (uint16, chan netip.AddrPort) {
 			if err != nil {
 				return
 			}
-			select {
-			case seen <- from:
-			default:
-			}
-			pc.WriteToUDPAddrPort(buf[:n], from)
+			answer(pc, buf[:n], from)
 		}
 	}()
-	return uint16(pc.LocalAddr().(*net.UDPAddr).Port), seen
+	return uint16(pc.LocalAddr().(*net.UDPAddr).Port)
 }
 
 // listenUDP opens a UDP socket on addr in the namespace, closed when the

@@ -1273,6 +1273,24 @@ func TestTCPTableFull(t *testing.T) {
 	}
 }
 
+// rewoundTransfer sends total bytes host to namespace over c (what names
+// it in errors), losing a segment a third of the way (three duplicate
+// ACKs make the engine rewind), and checks the namespace got the stream
+// intact.
+func rewoundTransfer(t *testing.T, what string, h *tcpHarness, c *nsConn, hc *net.TCPConn, total int) {
+	t.Helper()
+	go hc.Write(pattern(0, total))
+	got := c.recv(total / 3)
+	h.seg = nil
+	for range 3 {
+		c.send(header.TCPFlagACK, nil)
+	}
+	got = append(got, c.recv(total-len(got))...)
+	if !bytes.Equal(got, pattern(0, total)) {
+		t.Errorf("%s: namespace got a different stream (%d bytes)", what, len(got))
+	}
+}
+
 // TestTCPNoPeekOffset runs host-to-namespace data, with a rewind, as on
 // kernels without SO_PEEK_OFF for TCP (before 6.10 for IPv4, 6.12 for
 // IPv6): every peek starts at the head and skips what is in flight.
@@ -1284,18 +1302,7 @@ func TestTCPNoPeekOffset(t *testing.T) {
 			tr.peekOff = [2]peekCap{peekUnsupported, peekUnsupported}
 			tr.scratch = make([]byte, tcpMaxWindow)
 			c, hc := established(t, h, fam, 40070, 1000, 0)
-			const total = 200000
-			go hc.Write(pattern(0, total))
-			// Receive a third, then lose a segment: dup ACKs rewind.
-			got := c.recv(total / 3)
-			h.seg = nil
-			for range 3 {
-				c.send(header.TCPFlagACK, nil)
-			}
-			got = append(got, c.recv(total-len(got))...)
-			if !bytes.Equal(got, pattern(0, total)) {
-				t.Errorf("namespace got a different stream (%d bytes)", len(got))
-			}
+			rewoundTransfer(t, fam.name, h, c, hc, 200000)
 			hc.CloseWrite()
 			fin := h.take("FIN", func(s *tcpSeg) bool { return c.mine(s) && s.has(header.TCPFlagFIN) })
 			if fin.seq != c.ack {
@@ -1347,17 +1354,7 @@ func TestTCPPeekOffsetPerFamily(t *testing.T) {
 			h.e.sys = peekOff4Only{h.e.sys}
 			for i, fam := range order {
 				c, hc := established(t, h, fam, uint16(40160+i), 1000, 0)
-				const total = 100000
-				go hc.Write(pattern(0, total))
-				got := c.recv(total / 3)
-				h.seg = nil
-				for range 3 {
-					c.send(header.TCPFlagACK, nil)
-				}
-				got = append(got, c.recv(total-len(got))...)
-				if !bytes.Equal(got, pattern(0, total)) {
-					t.Errorf("%s: namespace got a different stream (%d bytes)", fam.name, len(got))
-				}
+				rewoundTransfer(t, fam.name, h, c, hc, 100000)
 			}
 			want := [2]peekCap{kernelPeekOff4(t), peekUnsupported}
 			if got := h.tr().peekOff; got != want {
@@ -1536,29 +1533,30 @@ func TestTimerArmedForEarliestDeadline(t *testing.T) {
 		e.updateClock()
 		e.timerfdFired()
 	}
-	armed := func() int64 {
+	// armedFor checks the timerfd expires at want (engine time), not
+	// later (the tick) nor much earlier (a spin): what is left of it is
+	// want less the real time since it was armed, microseconds here.
+	armedFor := func(what string, want int64) {
+		t.Helper()
 		var its unix.ItimerSpec
 		if err := unix.TimerfdGettime(e.timerfd, &its); err != nil {
 			t.Fatal(err)
 		}
-		return e.now + its.Value.Nano()
+		if got := e.now + its.Value.Nano(); got > want || got < want-int64(100*time.Millisecond) {
+			t.Errorf("%s the timer is armed for %.1f ms, want %.1f ms", what, float64(got)/1e6, float64(want)/1e6)
+		}
 	}
 	// a's timer fires; b's deadline, set while the timer waited for a's, is
 	// the earliest left.
 	fire(rtoA)
-	if got := armed(); got > rtoB {
-		t.Errorf("after a's retransmission the timer is armed for %d ms, want b's deadline at %d ms",
-			got/1e6, rtoB/1e6)
-	}
+	armedFor("after a's retransmission", rtoB)
 	// b's fires; a's backed-off timer, set by a's hook, is next.
 	fire(rtoB)
 	next := min(tr.conn(a).rtoAt, tr.conn(b).rtoAt)
 	if next <= rtoB || next >= e.nextTick {
 		t.Fatalf("backed-off timers %d and %d ms, tick at %d ms", tr.conn(a).rtoAt/1e6, tr.conn(b).rtoAt/1e6, e.nextTick/1e6)
 	}
-	if got := armed(); got > next {
-		t.Errorf("after b's retransmission the timer is armed for %d ms, want %d ms", got/1e6, next/1e6)
-	}
+	armedFor("after b's retransmission", next)
 }
 
 // noMemInfo is a kernel without SO_MEMINFO (before 4.12).

@@ -220,19 +220,10 @@ func TestUDPBurstLargeDatagrams(t *testing.T) {
 // MTU does not allow.
 func TestUDPLargerThanMTUDropped(t *testing.T) {
 	h := newHostNS(t)
-	pc := h.listenUDP("127.0.0.1:0")
-	go func() {
-		buf := make([]byte, 2048)
-		for {
-			_, from, err := pc.ReadFromUDPAddrPort(buf)
-			if err != nil {
-				return
-			}
-			pc.WriteToUDPAddrPort(make([]byte, 1400), from)
-			pc.WriteToUDPAddrPort(make([]byte, 3000), from)
-		}
-	}()
-	port := uint16(pc.LocalAddr().(*net.UDPAddr).Port)
+	port := h.udpServe("127.0.0.1:0", func(pc *net.UDPConn, _ []byte, from netip.AddrPort) {
+		pc.WriteToUDPAddrPort(make([]byte, 1400), from)
+		pc.WriteToUDPAddrPort(make([]byte, 3000), from)
+	})
 	p := testParams()
 	p.MTU = 1500
 	l := newFakeLink(t)
@@ -244,7 +235,12 @@ func TestUDPLargerThanMTUDropped(t *testing.T) {
 	h.start(e)
 	hdr := make([]byte, header.VirtioNetHdrSize)
 	l.inject(append(hdr, udpFrame(netip.MustParseAddr("10.0.2.100"), netip.MustParseAddr("10.0.2.2"), 47114, port, []byte("x"))...))
-	l.next(t, 5*time.Second, nil)
+	// The 1400-byte answer arrives whole: virtio-net header, Ethernet,
+	// IPv4, UDP, payload.
+	const want = header.VirtioNetHdrSize + header.EthernetMinimumSize + header.IPv4MinimumSize + header.UDPMinimumSize + 1400
+	if f := l.next(t, 5*time.Second, nil); len(f) != want {
+		t.Errorf("first frame %d bytes, want %d (the 1400-byte datagram)", len(f), want)
+	}
 	deadline := time.Now().Add(5 * time.Second)
 	for e.Stats().Drops[DropTooBig] == 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
