@@ -201,7 +201,7 @@ func (l Listen) Open() (int, error) {
 		}
 	}
 	if l.Freebind {
-		if err := setFreebind(fd, l.V6); err != nil {
+		if err := setFreebind(fd); err != nil {
 			return fail(fmt.Errorf("--freebind: %w", err))
 		}
 	}
@@ -327,16 +327,10 @@ func RecvPktInfo(fd int, v6 bool) error {
 	return unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_PKTINFO, 1)
 }
 
-// setFreebind lets fd bind an address the host does not have. IPV6_FREEBIND
-// needs Linux 4.15; before it the kernel answers ENOPROTOOPT, and
-// IP_FREEBIND, which IPv6 sockets also take (it sets the same flag, which
-// IPv6's bind checks), does the same.
-func setFreebind(fd int, v6 bool) error {
-	if v6 {
-		err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_FREEBIND, 1)
-		if !errors.Is(err, unix.ENOPROTOOPT) {
-			return err
-		}
-	}
+// setFreebind lets fd, of either family, bind an address the host does
+// not have: IP_FREEBIND, which IPv6 sockets take too and which sets the
+// same flag that IPv6's bind checks. IPV6_FREEBIND sets that flag as well
+// but needs Linux 4.15.
+func setFreebind(fd int) error {
 	return unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_FREEBIND, 1)
 }
