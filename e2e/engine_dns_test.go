@@ -170,7 +170,8 @@ const fastIPv6 = "sysctl -q -w net.ipv6.conf.eth0.accept_dad=0 net.ipv6.conf.eth
 func TestEngineAutoconf(t *testing.T) {
 	tests := []struct {
 		name   string
-		need   string // a client that must be installed
+		need   string   // a client that must be installed
+		args   []string // gopasta options besides the DNS ones
 		script func(e *env, dir string) string
 		check  func(t *testing.T, out string)
 	}{
@@ -184,6 +185,23 @@ func TestEngineAutoconf(t *testing.T) {
 				want := "udhcpc bound ip=192.0.2.1 mask=24 router=192.0.2.254 dns=192.0.2.254 search=example.test mtu=65520"
 				if !strings.Contains(out, want) {
 					t.Errorf("udhcpc lease: got %q, want a line %q", out, want)
+				}
+			},
+		},
+		{
+			// -m 0 leaves the kernel's MTU (1500 on a new TAP), so the
+			// lease names none that the client would apply.
+			name: "dhcp with -m 0",
+			args: []string{"-m", "0"},
+			script: func(e *env, dir string) string {
+				return "ip link set eth0 up && busybox udhcpc -i eth0 -f -q -n -t 5 -T 1 -s " + dir + "/udhcpc.sh && " +
+					"echo link-mtu=$(cat /sys/class/net/eth0/mtu)"
+			},
+			check: func(t *testing.T, out string) {
+				for _, want := range []string{"udhcpc bound ip=192.0.2.1 mask=24 router=192.0.2.254 dns=192.0.2.254 search=example.test mtu=\n", "link-mtu=1500"} {
+					if !strings.Contains(out, want) {
+						t.Errorf("udhcpc lease with -m 0: got %q, want %q in it", out, want)
+					}
 				}
 			},
 		},
@@ -274,7 +292,8 @@ func TestEngineAutoconf(t *testing.T) {
 					}
 					// pasta mode announces resolvers and the search list
 					// only when asked to.
-					r := e.run(t, "--dhcp-dns", "--dhcp-search", "--", "sh", "-c", tc.script(e, dir))
+					args := append([]string{"--dhcp-dns", "--dhcp-search"}, tc.args...)
+					r := e.run(t, append(args, "--", "sh", "-c", tc.script(e, dir))...)
 					mustSucceed(t, tc.name+" in a namespace without --config-net", r)
 					tc.check(t, r.Stdout)
 				})

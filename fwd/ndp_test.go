@@ -268,3 +268,27 @@ func TestUnsolicitedRouterAdvert(t *testing.T) {
 		}
 	}
 }
+
+// TestNoMTUAnnounced: with MTU 0 (-m 0, the kernel's MTU left as it is)
+// neither DHCP nor router advertisements name an MTU, or the namespace's
+// DHCP client or SLAAC would set one and undo what the option asked for.
+func TestNoMTUAnnounced(t *testing.T) {
+	p := respParams()
+	p.MTU = 0
+	out := make([]byte, 65535)
+	n := buildRouterAdvert(p, out)
+	_, icmp := checkICMPv6Reply(t, "unsolicited", out[:n], allNodesMAC)
+	it := header.NDPOptionIter{Options: header.NDPRouterAdvert(icmp).Options()}
+	for typ, body, ok := it.Next(); ok; typ, body, ok = it.Next() {
+		if typ == header.NDPOptionMTU {
+			t.Errorf("router advertisement with MTU 0: got an MTU option %x, want none", body)
+		}
+	}
+	n = dhcpReply(p, dhcpFrame("0.0.0.0", 0, dhcpOptMsgType, 1, dhcpDiscover), out)
+	if n == 0 {
+		t.Fatalf("DHCP discover with MTU 0: no reply")
+	}
+	if _, opts := dhcpReplyOptions(t, "MTU 0", out[:n]); opts[dhcpOptMTU] != nil {
+		t.Errorf("DHCP offer with MTU 0: got MTU option %x, want none", opts[dhcpOptMTU])
+	}
+}

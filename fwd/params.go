@@ -13,6 +13,9 @@ type NetParams struct {
 	// OurMAC is the source of every frame gopasta sends (-M).
 	OurMAC net.HardwareAddr
 	// MTU of the namespace interface; DHCP option 26 and the RA MTU option.
+	// 0 means the kernel's MTU, left as it is (-m 0): no MTU is announced,
+	// or a DHCP client would change it, and frames are sized for the
+	// largest.
 	MTU int
 
 	// IPv4: the namespace's address and prefix length, the gateway it routes

@@ -38,9 +38,6 @@ func planEngine(cfg *config.Config, p *netPlan, rc resolvConf) engineSetup {
 		Hostname: cfg.Hostname,
 		FQDN:     cfg.FQDN,
 	}
-	if np.MTU == 0 {
-		np.MTU = config.DefaultMTU
-	}
 	if p.IPv4 {
 		np.Addr4, np.Prefix4, np.Gateway4 = p.Addr4.Addr(), p.Addr4.Bits(), p.Gateway4
 	}

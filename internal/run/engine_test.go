@@ -87,8 +87,8 @@ func TestPlanEngine(t *testing.T) {
 			cfg:  func(c *config.Config) { c.OurMAC = net.HardwareAddr{0x02, 0x11, 0x22, 0x33, 0x44, 0x55} },
 			plan: func(p *netPlan) { p.MTU = 0 },
 			check: func(t *testing.T, es engineSetup) {
-				if es.params.MTU != config.DefaultMTU {
-					t.Errorf("MTU with -m 0: got %d, want %d advertised", es.params.MTU, config.DefaultMTU)
+				if es.params.MTU != 0 {
+					t.Errorf("MTU with -m 0: got %d, want 0 (none announced: the kernel's MTU stays)", es.params.MTU)
 				}
 				if want := netip.MustParseAddr("fe80::11:22ff:fe33:4455"); es.params.OurLL6 != want {
 					t.Errorf("link-local address with -M: got %v, want %v", es.params.OurLL6, want)
