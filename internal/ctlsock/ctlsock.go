@@ -30,6 +30,8 @@
 // the user gopasta runs as; a stale socket file left by an earlier run is
 // replaced, a live one is an error ("already in use"), and anything else
 // at the path is left alone. It is removed at Close if it is still ours.
+// A path that starts with '@' names a file too, as in pasta, never a
+// socket in the abstract namespace (which no file mode would protect).
 package ctlsock
 
 import (
@@ -39,10 +41,13 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
@@ -115,6 +120,9 @@ func checkName(path string) error {
 	if path == "" || len(path) > MaxPathLen {
 		return &PathError{Path: path, Reason: fmt.Sprintf("invalid configuration path (1 to %d bytes)", MaxPathLen), Err: ErrInvalidPath}
 	}
+	if len(sockName(path)) > MaxPathLen {
+		return &PathError{Path: path, Reason: fmt.Sprintf("invalid configuration path (1 to %d bytes when it starts with @)", MaxPathLen-2), Err: ErrInvalidPath}
+	}
 	for i := 0; i < len(path); i++ {
 		if path[i] == 0 {
 			return &PathError{Path: path, Reason: "invalid configuration path (NUL byte)", Err: ErrInvalidPath}
@@ -129,6 +137,16 @@ func checkName(path string) error {
 		return &PathError{Path: path, Reason: dir + " is not a directory", Err: syscall.ENOTDIR}
 	}
 	return nil
+}
+
+// sockName is path as a socket address names it. A leading '@' would
+// make Go's conversion put the socket in the abstract namespace, where no
+// file mode guards it: "./" keeps it the file it names.
+func sockName(path string) string {
+	if strings.HasPrefix(path, "@") {
+		return "./" + path
+	}
+	return path
 }
 
 // stale checks what is at path: nothing (false), a stale socket to
@@ -149,7 +167,7 @@ func stale(path string) (bool, error) {
 		return false, &PathError{Path: path, Reason: errText(err), Err: err}
 	}
 	defer unix.Close(fd)
-	err = unix.Connect(fd, &unix.SockaddrUnix{Name: path})
+	err = unix.Connect(fd, &unix.SockaddrUnix{Name: sockName(path)})
 	if err == nil || !(errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ECONNREFUSED) || errors.Is(err, unix.EACCES)) {
 		return false, &PathError{Path: path, Reason: "already in use", Err: ErrInUse}
 	}
@@ -239,7 +257,7 @@ func (s *Server) listen() error {
 	if err != nil {
 		return fail("opening its directory", err)
 	}
-	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: path}); err != nil {
+	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: sockName(path)}); err != nil {
 		unix.Close(dirfd)
 		return fail("bind", err)
 	}
@@ -384,18 +402,45 @@ func (s *Server) serve(c *net.UnixConn) {
 		s.warn(fmt.Sprintf("configuration client stalled for %v, dropped; forwarding unchanged", s.o.Timeout), "pid", pid)
 		return
 	default:
-		s.warn("configuration update rejected, forwarding unchanged: "+strings.ReplaceAll(err.Error(), "\n", "; "), "pid", pid)
+		s.warn("configuration update rejected, forwarding unchanged: "+printable(strings.ReplaceAll(err.Error(), "\n", "; ")), "pid", pid)
 		return
 	}
 	for _, t := range upd {
 		s.log.Info("New forwarding rules for " + t.Pif.String() + ":")
 		for _, r := range t.Rules {
-			s.log.Info("    " + r.String())
+			s.log.Info("    " + printable(r.String()))
 		}
 	}
 	if err := s.o.Tables.Replace(upd); err != nil {
-		s.warn("configuration update not applied: "+err.Error(), "pid", pid)
+		s.warn("configuration update not applied: "+printable(err.Error()), "pid", pid)
 	}
+}
+
+// printable is s for a log line: a rule's interface name is 15 bytes
+// of the client's choosing, so control characters (a newline would start
+// a forged record, an escape drive the terminal) and invalid UTF-8 are
+// written as Go escapes.
+func printable(s string) string {
+	var b strings.Builder
+	escaped := false
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if (r == utf8.RuneError && n == 1) || unicode.IsControl(r) {
+			if !escaped {
+				b.WriteString(s[:i])
+				escaped = true
+			}
+			q := strconv.QuoteToASCII(s[i : i+n])
+			b.WriteString(q[1 : len(q)-1])
+		} else if escaped {
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	if !escaped {
+		return s
+	}
+	return b.String()
 }
 
 // peerPID is the client's process ID (0 when the kernel does not say),

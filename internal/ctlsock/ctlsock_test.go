@@ -3,8 +3,8 @@ package ctlsock
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
@@ -372,16 +374,25 @@ func TestNotOurs(t *testing.T) {
 
 // FuzzServe: whole sessions with arbitrary client bytes, over a real
 // socket pair. The server never panics, replaces the tables only with
-// valid ones, and serves the next client.
+// valid ones, logs one line per record without control characters, and
+// serves the next client.
 func FuzzServe(f *testing.F) {
 	r := fwdrule.Rule{First: 7070, Last: 7070, To: 7070, Proto: fwdrule.ProtoTCP, Flags: fwdrule.FlagDual}
 	f.Add(update(fwdrule.Table{Pif: fwdrule.PifHost, Rules: []fwdrule.Rule{r}}))
 	f.Add([]byte{0})
 	f.Add([]byte{3, 0, 0, 0, 1})
 	f.Add([]byte{})
+	r.SetIfname("a\nb\x1b")
+	f.Add(update(fwdrule.Table{Pif: fwdrule.PifHost, Rules: []fwdrule.Rule{r}}))
+	f.Add(update(fwdrule.Table{Pif: fwdrule.PifHost, Rules: []fwdrule.Rule{r, r}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		ft := newFake()
-		s := &Server{o: Options{Tables: ft, Timeout: time.Second}, log: discard, lim: newLimiter()}
+		var logBuf syncBuffer
+		log, _, err := logging.New(logging.Options{Stderr: &logBuf})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &Server{o: Options{Tables: ft, Timeout: time.Second}, log: log, lim: newLimiter()}
 		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -396,6 +407,11 @@ func FuzzServe(f *testing.F) {
 		cli.Write(b)
 		cli.CloseWrite()
 		<-done
+		for _, l := range strings.Split(strings.TrimSuffix(logBuf.String(), "\n"), "\n") {
+			if !strings.HasPrefix(l, "gopasta: ") || strings.IndexFunc(l, unicode.IsControl) >= 0 || !utf8.ValidString(l) {
+				t.Fatalf("got log line %q, want one record a line, without control characters", l)
+			}
+		}
 		for _, tb := range ft.Tables() {
 			if err := tb.Validate(); err != nil {
 				t.Fatalf("tables invalid after a session: %v", err)
@@ -403,8 +419,6 @@ func FuzzServe(f *testing.F) {
 		}
 	})
 }
-
-var discard = slog.New(slog.DiscardHandler)
 
 func newLimiter() *logging.Limiter { return logging.NewLimiter(20, time.Minute) }
 
@@ -416,4 +430,129 @@ func fileConn(t *testing.T, fd int) *net.UnixConn {
 		t.Fatal(err)
 	}
 	return c.(*net.UnixConn)
+}
+
+// syncBuffer is a log destination the server goroutine writes while the
+// test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestLogInjection: an interface name is 15 arbitrary bytes the client
+// chooses, and rules are logged both when an update is applied and when
+// one is refused. Control characters in it must not reach the log as
+// they are: a newline would forge a log record of the client's choosing,
+// an escape sequence would drive the terminal that shows the log.
+func TestLogInjection(t *testing.T) {
+	evil := fwdrule.Rule{First: 7070, Last: 7070, To: 7070, Proto: fwdrule.ProtoTCP, Flags: fwdrule.FlagDual}
+	evil.SetIfname("a\nFORGED\x1b[")
+	plain := fwdrule.Rule{First: 7070, Last: 7070, To: 7070, Proto: fwdrule.ProtoTCP, Flags: fwdrule.FlagDual}
+	tests := []struct {
+		name  string
+		rules []fwdrule.Rule
+		want  string // in the log
+	}{
+		{"applied", []fwdrule.Rule{evil}, "New forwarding rules"},
+		{"refused as a conflict", []fwdrule.Rule{plain, evil}, "configuration update rejected"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf syncBuffer
+			log, _, err := logging.New(logging.Options{Stderr: &buf})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := sockPath(t)
+			s, err := Start(Options{Path: p, Tables: newFake(), Logger: log})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			c := dial(t, p)
+			readState(t, c)
+			c.Write(update(fwdrule.Table{Pif: fwdrule.PifHost, Rules: tc.rules}))
+			c.CloseWrite()
+			io.ReadAll(c)
+			s.Close() // the session's log is complete
+			out := buf.String()
+			if !strings.Contains(out, tc.want) {
+				t.Fatalf("got log %q, want it to contain %q", out, tc.want)
+			}
+			for _, l := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+				if !strings.HasPrefix(l, "gopasta: ") {
+					t.Errorf("got log line %q, want every line to start a record of its own (\"gopasta: \")", l)
+				}
+				if i := strings.IndexFunc(l, func(r rune) bool { return r < 0x20 || r == 0x7f }); i >= 0 {
+					t.Errorf("got log line %q with control character %#x, want it escaped", l, l[i])
+				}
+			}
+		})
+	}
+}
+
+func TestPrintable(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"TCP [*]%lo:80  =>  80 ", "TCP [*]%lo:80  =>  80 "},
+		{"%eth0\n", `%eth0\n`},
+		{"\x1b[2J", `\x1b[2J`},
+		{"a\rb\x7f", `a\rb\x7f`},
+		{"\u009b31m", `\u009b31m`}, // C1 control sequence introducer
+		{"bad\xffutf8", `bad\xffutf8`},
+		{"é ü", "é ü"},
+	}
+	for _, tc := range tests {
+		if got := printable(tc.in); got != tc.want {
+			t.Errorf("printable(%q): got %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+// TestAtPath: a path is a file system path, used verbatim, even when it
+// starts with '@' (a file named "@ctl" in the working directory). Go's
+// socket address conversion turns a leading '@' into Linux's abstract
+// namespace, where a socket has no file, so no file mode protects it:
+// any user could connect and rewrite the forwarding rules.
+func TestAtPath(t *testing.T) {
+	dir, err := os.MkdirTemp("", "ctl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	t.Chdir(dir)
+	name := fmt.Sprintf("@gopasta-ctl-test-%d", os.Getpid())
+	s, err := Start(Options{Path: name, Tables: newFake()})
+	if err != nil {
+		t.Fatalf("Start(%q): %v", name, err)
+	}
+	defer s.Close()
+	st, err := os.Lstat(filepath.Join(dir, name))
+	if err != nil || st.Mode()&os.ModeSocket == 0 || st.Mode().Perm() != 0o600 {
+		t.Errorf("Start(%q): got file %v, %v; want a socket file with mode 0600 in the working directory", name, st, err)
+	}
+	// Go's net package also reads a leading '@' as abstract.
+	if c, err := net.Dial("unix", name); err == nil {
+		c.Close()
+		t.Errorf("Start(%q): got a socket in the abstract namespace, want none", name)
+	}
+	if ts := show(t, "./"+name); len(ts) != 2 {
+		t.Errorf("through ./%s: got %d tables, want 2", name, len(ts))
+	}
+	// "./" takes two more bytes of sun_path: the limit is two less.
+	long := "@" + strings.Repeat("x", MaxPathLen-1)
+	if err := CheckPath(long); !errors.Is(err, ErrInvalidPath) {
+		t.Errorf("CheckPath(%d bytes starting with @): got %v, want ErrInvalidPath", len(long), err)
+	}
 }

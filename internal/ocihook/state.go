@@ -237,7 +237,7 @@ func checkID(id string) error {
 }
 
 // describe names a JSON value for a message, cut short: a string is
-// quoted, anything else is named by its kind.
+// quoted with Go's escapes, anything else is named by its kind.
 func describe(m json.RawMessage) string {
 	s := string(bytes.TrimSpace(m))
 	kind := "a number"
@@ -246,6 +246,12 @@ func describe(m json.RawMessage) string {
 		kind = "a boolean"
 	case strings.HasPrefix(s, `"`):
 		kind = "a string"
+		// Re-quoted from its value: JSON leaves DEL and C1 controls
+		// (such as the one-character escape sequence introducer) raw.
+		var v string
+		if json.Unmarshal(m, &v) == nil {
+			s = strconv.Quote(v)
+		}
 	case strings.HasPrefix(s, "{"):
 		return "an object"
 	case strings.HasPrefix(s, "["):

@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -164,10 +165,16 @@ func (c *client) run(args []string) error {
 	}
 	path := pos[0]
 	c.debugf("debug on, control socket %q", path)
-	if path == "" || len(path) > maxPath {
+	// PATH names a file, as for pasta's pesto; Go would take a leading
+	// '@' for the abstract namespace, where anyone may be listening.
+	name := path
+	if strings.HasPrefix(path, "@") {
+		name = "./" + path
+	}
+	if path == "" || len(name) > maxPath {
 		return msgf("Invalid socket path \"%s\"", path)
 	}
-	conn, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: path, Net: "unix"})
+	conn, err := dial(name)
 	if err != nil {
 		return msgf("Failed to connect to %s: %s", path, strerror(err))
 	}
@@ -208,6 +215,34 @@ func (c *client) run(args []string) error {
 	}
 	c.debugf("update sent")
 	return c.hangup(conn)
+}
+
+// dial connects to the socket file name as pasta's pesto does, with a
+// blocking connect(2): while the server's queue of waiting clients is
+// full it waits for room, where Go's dialer would fail at once with
+// EAGAIN.
+func dial(name string) (*net.UnixConn, error) {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		err = unix.Connect(fd, &unix.SockaddrUnix{Name: name})
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), name)
+	c, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		return nil, err
+	}
+	return c.(*net.UnixConn), nil
 }
 
 // hangup ends the session as pesto does: shutdown, then close.

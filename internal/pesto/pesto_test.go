@@ -2,6 +2,8 @@ package pesto
 
 import (
 	"bytes"
+	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -48,7 +50,7 @@ func (m *memTables) replaced() int {
 
 // referenceTables are the tables of the reference transcript: pasta
 // started with "-t 8080", on a host whose ephemeral range is 32768-60999.
-func referenceTables(t *testing.T) []fwdrule.Table {
+func referenceTables(t testing.TB) []fwdrule.Table {
 	eph := fwdrule.Ephemeral{First: 32768, Last: 60999}
 	host := fwdrule.Table{Pif: fwdrule.PifHost, Caps: 0x3f}
 	splice := fwdrule.Table{Pif: fwdrule.PifSplice, Caps: 0x3f}
@@ -321,6 +323,143 @@ func FuzzGetopt(f *testing.F) {
 		opts, pos, err := getopt("pesto", strings.Split(s, "\x00"))
 		if err == nil && len(opts)+len(pos) > len(strings.Split(s, "\x00"))*len(s)+1 {
 			t.Fatalf("more results than input: %v %v", opts, pos)
+		}
+	})
+}
+
+// TestAtPath: pesto takes PATH as a file system path even when it starts
+// with '@', as pasta's pesto does. Go's socket address conversion would
+// make it a name in the abstract namespace instead, which any local user
+// can bind: pesto would then show that user's tables and send them its
+// update.
+func TestAtPath(t *testing.T) {
+	dir, err := os.MkdirTemp("", "pesto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	t.Chdir(dir)
+	name := fmt.Sprintf("@pesto-test-%d", os.Getpid())
+	serve := func(l net.Listener, b []byte) {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Write(b)
+			c.Close()
+		}
+	}
+	file, err := net.Listen("unix", "./"+name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	go serve(file, pestowire.AppendTables(pestowire.AppendHello(nil), []pestowire.PifTable{{Name: "HOST", Table: fwdrule.Table{Pif: fwdrule.PifHost}}}))
+	abstract, err := net.Listen("unix", name) // Go: the abstract namespace
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer abstract.Close()
+	go serve(abstract, []byte("impostor!impostor!impostor!"))
+
+	code, out, errs := pesto(name)
+	want := "passt/pasta configuration (" + name + ")\n  HOST\n"
+	if code != 0 || out != want || errs != "" {
+		t.Errorf("pesto %s: got exit %d, stdout %q, stderr %q; want 0, %q, nothing", name, code, out, errs, want)
+	}
+	long := "@" + strings.Repeat("x", 106)
+	if code, _, errs := pesto(long); code != 1 || errs != "Invalid socket path \""+long+"\"\n" {
+		t.Errorf("pesto with a 107-byte path starting with @: got exit %d, stderr %q; want 1, an invalid path", code, errs)
+	}
+}
+
+// TestManyClients: the server takes one client at a time and queues a few
+// more; pesto, like pasta's, waits in connect(2) for its turn when the
+// queue is full rather than failing with EAGAIN, so every one of a burst
+// of clients gets the listing.
+func TestManyClients(t *testing.T) {
+	_, sock := server(t)
+	const n = 40
+	type result struct {
+		code      int
+		out, errs string
+	}
+	res := make(chan result, n)
+	for range n {
+		go func() {
+			code, out, errs := pesto(sock)
+			res <- result{code, out, errs}
+		}()
+	}
+	failed := 0
+	for range n {
+		r := <-res
+		if r.code != 0 || r.out != transcript {
+			if failed == 0 {
+				t.Errorf("got exit %d, stderr %q; want 0 and the listing", r.code, r.errs)
+			}
+			failed++
+		}
+	}
+	if failed > 0 {
+		t.Errorf("got %d of %d clients failing, want none", failed, n)
+	}
+}
+
+// FuzzSession: whole pesto runs against a server that sends arbitrary
+// bytes, with arbitrary options: pesto never panics or hangs, and exits 0
+// or 1.
+func FuzzSession(f *testing.F) {
+	var ts []pestowire.PifTable
+	for _, tb := range referenceTables(f) {
+		ts = append(ts, pestowire.PifTable{Name: tb.Pif.String(), Table: tb})
+	}
+	ref := pestowire.AppendTables(pestowire.AppendHello(nil), ts)
+	f.Add(ref, "")
+	f.Add(ref, "-s -A -t 9090")
+	f.Add(ref, "-D -u auto -C SPLICE -T 80")
+	f.Add(ref[:100], "-t 1")
+	f.Add([]byte{}, "-d")
+	f.Fuzz(func(t *testing.T, srv []byte, args string) {
+		words := strings.Fields(args)
+		if len(words) > 16 {
+			return
+		}
+		dir, err := os.MkdirTemp("", "pf")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer os.RemoveAll(dir)
+		p := filepath.Join(dir, "s")
+		l, err := net.ListenUnix("unix", &net.UnixAddr{Name: p, Net: "unix"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		go func() {
+			c, err := l.AcceptUnix()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(5 * time.Second))
+			c.Write(srv)
+			c.CloseWrite() // what was not sent never comes
+			io.Copy(io.Discard, c)
+		}()
+		done := make(chan int, 1)
+		go func() {
+			code, _, _ := pesto(append(words, "--", p)...)
+			done <- code
+		}()
+		select {
+		case code := <-done:
+			if code != 0 && code != 1 {
+				t.Fatalf("pesto %q: got exit %d, want 0 or 1", words, code)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("pesto %q: no exit within 10s", words)
 		}
 	})
 }

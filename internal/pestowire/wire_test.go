@@ -285,3 +285,36 @@ func FuzzReadTables(f *testing.F) {
 		}
 	})
 }
+
+// FuzzReadHello: a client's whole read of what a server sends, greeting
+// then tables, on anything. It never panics, accepts only this version's
+// greeting, and what it accepts encodes back to as many bytes as it read.
+func FuzzReadHello(f *testing.F) {
+	f.Add(captured(f))
+	f.Add(AppendTables(AppendHello(nil), nil))
+	f.Add(AppendHello(nil)[:HelloSize-1])
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r := bytes.NewReader(b)
+		if err := ReadHello(r); err != nil {
+			var pe *Error
+			var ie *IOError
+			if !errors.As(err, &pe) && !errors.As(err, &ie) {
+				t.Fatalf("ReadHello: got %T %v, want an *Error or an *IOError", err, err)
+			}
+			return
+		}
+		if !bytes.Equal(b[:HelloSize], AppendHello(nil)) {
+			t.Fatalf("ReadHello accepted % x, want only % x", b[:HelloSize], AppendHello(nil))
+		}
+		ts, err := ReadTables(r)
+		if err != nil {
+			return
+		}
+		// Bytes after a name's NUL are not part of it and may differ;
+		// the length may not.
+		used := len(b) - r.Len()
+		if again := AppendTables(AppendHello(nil), ts); len(again) != used {
+			t.Fatalf("re-encoded: got %d bytes, want the %d read", len(again), used)
+		}
+	})
+}
