@@ -66,3 +66,21 @@ try w1 "$D"; try w2 "$D"; try r1 "$D"; try r2 "$D"`
 		})
 	}
 }
+
+// TestSpawnInsideUserNS: gopasta started as root of a user namespace that
+// someone else created (`unshare -Ur`, as scripts and CI jobs do) spawns
+// its command: that namespace denies setgroups, which the one gopasta
+// creates must then deny too.
+func TestSpawnInsideUserNS(t *testing.T) {
+	for _, u := range nstest.Users() {
+		t.Run(u.Name, func(t *testing.T) {
+			e := newEnv(t, u, hostSetup{})
+			argv := append([]string{"unshare", "-Ur"}, e.gopasta("--config-net", "--", "sh", "-c", "id -u; cat /proc/self/setgroups")...)
+			r := e.runArgv(t, argv...)
+			mustSucceed(t, "gopasta inside unshare -Ur", r)
+			if got, want := strings.Fields(r.Stdout), []string{"0", "deny"}; strings.Join(got, " ") != strings.Join(want, " ") {
+				t.Errorf("the command's uid and setgroups: got %q, want %q", got, want)
+			}
+		})
+	}
+}

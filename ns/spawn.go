@@ -152,16 +152,27 @@ func Spawn(cfg SpawnConfig) (*Child, error) {
 // drop privileges). The new user namespace stays, so the command's root
 // holds its capabilities over its own namespaces only: not over the host's
 // network, kernel or devices. docs/architecture.md explains the choice.
+//
+// Root inside a user namespace whose creator denied setgroups (what
+// `unshare -Ur` gives) cannot allow it again in a child: the kernel
+// refuses "allow" there, so the child denies it too.
 func idMaps(uid, gid int) (uids, gids []syscall.SysProcIDMap, setgroups bool) {
 	if uid == 0 && gid == 0 && os.Getuid() == 0 && os.Getgid() == 0 && haveCaps(unix.CAP_SETUID, unix.CAP_SETGID) {
 		u, uerr := identityMap("/proc/self/uid_map")
 		g, gerr := identityMap("/proc/self/gid_map")
 		if uerr == nil && gerr == nil {
-			return u, g, true
+			return u, g, setgroupsAllowed("/proc/self/setgroups")
 		}
 	}
 	return []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}},
 		[]syscall.SysProcIDMap{{ContainerID: 0, HostID: gid, Size: 1}}, false
+}
+
+// setgroupsAllowed reads a user namespace's setgroups file: "allow" or
+// "deny". A kernel without the file (before 3.19) has no such switch.
+func setgroupsAllowed(path string) bool {
+	b, err := os.ReadFile(path)
+	return err != nil || strings.TrimSpace(string(b)) != "deny"
 }
 
 // identityMap reads an id map of our own user namespace (lines of "first

@@ -506,3 +506,29 @@ func FuzzParseIdentityMap(f *testing.F) {
 		}
 	})
 }
+
+// TestSetgroupsAllowed: root of a user namespace whose creator denied
+// setgroups (unshare -Ur) must deny it in the namespace it creates too, or
+// the kernel refuses the child's maps and the command never starts.
+func TestSetgroupsAllowed(t *testing.T) {
+	dir := t.TempDir()
+	tests := []struct {
+		name, content string // content "" leaves no file: a kernel before 3.19
+		want          bool
+	}{
+		{"allow", "allow\n", true},
+		{"deny", "deny\n", false},
+		{"no file", "", true},
+	}
+	for _, tc := range tests {
+		path := filepath.Join(dir, tc.name)
+		if tc.content != "" {
+			if err := os.WriteFile(path, []byte(tc.content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := setgroupsAllowed(path); got != tc.want {
+			t.Errorf("setgroups file %q: got allowed=%v, want %v", tc.content, got, tc.want)
+		}
+	}
+}
