@@ -5,9 +5,11 @@ package e2e
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -187,6 +189,11 @@ func TestAttach(t *testing.T) {
 						if !nstest.PIDAlive(gpPID) {
 							t.Fatalf("daemon pid %d from %s: got not running, want alive", gpPID, pidFile)
 						}
+						// Re-executed through /proc/self/exe, it would be
+						// "exe" to pgrep and top without a name of its own.
+						if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", gpPID)); err != nil || strings.TrimSpace(string(comm)) != procName(e.bin) {
+							t.Errorf("daemon's process name: got %q (%v), want %q", comm, err, procName(e.bin))
+						}
 					}
 
 					if err := waitConfigured(links, fg); err != nil {
@@ -218,4 +225,11 @@ func TestAttach(t *testing.T) {
 			}
 		})
 	}
+}
+
+// procName is the name the kernel gives a process that runs bin: the first
+// 15 bytes of its file name.
+func procName(bin string) string {
+	n := filepath.Base(bin)
+	return n[:min(len(n), 15)]
 }
