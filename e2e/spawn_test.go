@@ -260,3 +260,31 @@ func TestSpawnNamespaces(t *testing.T) {
 		})
 	}
 }
+
+// TestSpawnDefaultShell: with no command gopasta runs $SHELL as a login
+// shell ("-" before its name in argv[0], as pasta does), so it reads the
+// profile files and the user gets their usual PATH and prompt; a command
+// given is run as it is.
+func TestSpawnDefaultShell(t *testing.T) {
+	for _, u := range nstest.Users() {
+		t.Run(u.Name, func(t *testing.T) {
+			e := newEnv(t, u, hostSetup{})
+			for _, tc := range []struct {
+				name string
+				args []string
+				want string
+			}{
+				{"no command", nil, "-/bin/sh"},
+				{"a shell given", []string{"--", "/bin/sh"}, "/bin/sh"},
+			} {
+				// The shell reads its script from standard input.
+				script := "echo 'echo $0' | env SHELL=/bin/sh " + shellJoin(e.gopasta(tc.args...))
+				r := e.runArgv(t, "sh", "-c", script)
+				mustSucceed(t, tc.name, r)
+				if got := strings.TrimSpace(r.Stdout); got != tc.want {
+					t.Errorf("%s: got $0 %q, want %q", tc.name, got, tc.want)
+				}
+			}
+		})
+	}
+}

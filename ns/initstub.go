@@ -42,8 +42,10 @@ func runInit(argv []string) int {
 	}()
 
 	hostname := os.Getenv(envHostname)
+	login := os.Getenv(envLogin) == initProtocol
 	os.Unsetenv(envInit)
 	os.Unsetenv(envHostname)
+	os.Unsetenv(envLogin)
 	unix.CloseOnExec(ctlFd)
 	ctl := os.NewFile(ctlFd, "gopasta-control")
 
@@ -69,7 +71,7 @@ func runInit(argv []string) int {
 		fmt.Fprintln(os.Stderr, "gopasta: cannot run command: empty command")
 		return 127
 	}
-	proc, code, err := startCommand(argv)
+	proc, code, err := startCommand(argv, login)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "gopasta: cannot run %s: %v\n", argv[0], err)
 		return code
@@ -110,8 +112,8 @@ func setupInit(hostname string) []error {
 
 // startCommand runs argv as our child, reporting failures with the exit
 // codes a shell uses: 127 when the program is not found, 126 when it cannot
-// be executed.
-func startCommand(argv []string) (*os.Process, int, error) {
+// be executed. A login shell has "-" before its argv[0].
+func startCommand(argv []string, login bool) (*os.Process, int, error) {
 	path, err := exec.LookPath(argv[0])
 	if err != nil && !errors.Is(err, exec.ErrDot) {
 		var ee *exec.Error
@@ -123,6 +125,9 @@ func startCommand(argv []string) (*os.Process, int, error) {
 			return nil, 127, err
 		}
 		return nil, 126, err
+	}
+	if login {
+		argv = append([]string{"-" + argv[0]}, argv[1:]...)
 	}
 	proc, err := os.StartProcess(path, argv, &os.ProcAttr{
 		Env:   os.Environ(),

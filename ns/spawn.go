@@ -18,6 +18,10 @@ import (
 // SpawnConfig describes the command to run in new namespaces.
 type SpawnConfig struct {
 	Command  []string // argv; the caller resolves the default ($SHELL or /bin/sh)
+	// LoginShell runs Command[0] with "-" before its name in argv[0], the
+	// mark of a login shell (what pasta does for its default command): the
+	// shell then reads the profile files.
+	LoginShell bool
 	Hostname string   // set in the new UTS namespace; "" keeps the host's name
 	// Host ids mapped to 0 inside. Zero means the caller's own ids: mapping
 	// host root needs root anyway, and then os.Getuid() is 0 too. When
@@ -92,6 +96,9 @@ func Spawn(cfg SpawnConfig) (*Child, error) {
 	env = append(env, envInit+"="+initProtocol)
 	if cfg.Hostname != "" {
 		env = append(env, envHostname+"="+cfg.Hostname)
+	}
+	if cfg.LoginShell {
+		env = append(env, envLogin+"="+initProtocol)
 	}
 
 	ctlR, ctlW, err := os.Pipe()

@@ -15,6 +15,7 @@ import (
 const (
 	envInit      = "GOPASTA_INIT"
 	envHostname  = "GOPASTA_INIT_HOSTNAME"
+	envLogin     = "GOPASTA_INIT_LOGIN"
 	initProtocol = "1"
 	stubArgv0    = "gopasta-init"
 	ctlFd        = 3
@@ -41,7 +42,7 @@ func InitStubMain() {
 func withoutStubEnv(env []string) []string {
 	out := make([]string, 0, len(env)+2)
 	for _, kv := range env {
-		if strings.HasPrefix(kv, envInit+"=") || strings.HasPrefix(kv, envHostname+"=") {
+		if strings.HasPrefix(kv, envInit+"=") || strings.HasPrefix(kv, envHostname+"=") || strings.HasPrefix(kv, envLogin+"=") {
 			continue
 		}
 		out = append(out, kv)

@@ -108,14 +108,16 @@ func Run(cfg *config.Config) (int, error) {
 	netnsPath := cfg.NetNS
 	if cfg.Mode == config.ModeSpawn {
 		child, err = ns.Spawn(ns.SpawnConfig{
-			Command:  spawnCommand(cfg.Command),
-			Hostname: spawnHostname(cfg.Hostname),
-			UID:      os.Getuid(),
-			GID:      os.Getgid(),
-			Stdin:    os.Stdin,
-			Stdout:   os.Stdout,
-			Stderr:   os.Stderr,
-			NoUserNS: ns.InReexecUserNS(),
+			Command: spawnCommand(cfg.Command),
+			// With no command, a login shell, as pasta starts.
+			LoginShell: len(cfg.Command) == 0,
+			Hostname:   spawnHostname(cfg.Hostname),
+			UID:        os.Getuid(),
+			GID:        os.Getgid(),
+			Stdin:      os.Stdin,
+			Stdout:     os.Stdout,
+			Stderr:     os.Stderr,
+			NoUserNS:   ns.InReexecUserNS(),
 		})
 		if err != nil {
 			return 1, err
