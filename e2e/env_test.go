@@ -40,6 +40,8 @@ type hostSetup struct {
 	linkLocalGW6 bool // IPv6 default route via fe80::1 (nstest.HostOptions)
 	ping         bool // ping sockets allowed for every group
 	peers        bool // peer4 and peer6 on peer0
+	noIPv4       bool // an IPv6-only host (nstest.HostOptions)
+	noIPv6       bool // an IPv4-only host
 }
 
 // env is one test's host namespace, the identity gopasta runs as there, and
@@ -61,7 +63,7 @@ func newEnv(t *testing.T, u nstest.User, s hostSetup) *env {
 	nstest.RequireTun(t, u)
 	nstest.RequireUserNS(t, u)
 	e := &env{u: u, bin: nstest.Binary(t), self: nstest.SelfBinary(t)}
-	e.h = nstest.HostNSWith(t, nstest.HostOptions{LinkLocalGW6: s.linkLocalGW6})
+	e.h = nstest.HostNSWith(t, nstest.HostOptions{LinkLocalGW6: s.linkLocalGW6, NoIPv4: s.noIPv4, NoIPv6: s.noIPv6})
 	if s.ping {
 		e.h.AllowPing()
 	}

@@ -288,3 +288,38 @@ func TestSpawnDefaultShell(t *testing.T) {
 		})
 	}
 }
+
+// TestLocalModePerFamily: on a host with one IP family only, the namespace
+// still gets the other in local mode (169.254.2.1/16 via 169.254.2.2, or
+// its link-local address via fe80::1), as pasta gives it, and reaches the
+// host's loopback through that gateway.
+func TestLocalModePerFamily(t *testing.T) {
+	tests := []struct {
+		name   string
+		setup  hostSetup
+		server string // on host loopback
+		target string // from the namespace, %d the server's port
+		want   string // in `ip addr` and `ip route` inside
+	}{
+		{"IPv6-only host", hostSetup{noIPv4: true}, "127.0.0.1:0", "169.254.2.2:%d", "169.254.2.1/16"},
+		{"IPv4-only host", hostSetup{noIPv6: true}, "[::1]:0", "[fe80::1%%" + nstest.HostIfName + "]:%d", "default via fe80::1"},
+	}
+	for _, u := range nstest.Users() {
+		t.Run(u.Name, func(t *testing.T) {
+			for _, tc := range tests {
+				t.Run(tc.name, func(t *testing.T) {
+					e := newEnv(t, u, tc.setup)
+					port := e.serveTCP(t, tc.server, "")
+					cmds := []string{fmt.Sprintf("put "+tc.target+" 2048 1", port), fmt.Sprintf("get "+tc.target+" 2048 2", port)}
+					script := "ip addr; ip route; ip -6 route; " + shellJoin(e.peer(cmds...))
+					r := e.run(t, "--config-net", "--", "sh", "-c", script)
+					mustSucceed(t, tc.name, r)
+					if !strings.Contains(r.Stdout, tc.want) {
+						t.Errorf("%s: got\n%s\nwant %q in the namespace's addresses and routes", tc.name, r.Stdout, tc.want)
+					}
+					wantDone(t, r.Stdout, cmds...)
+				})
+			}
+		})
+	}
+}

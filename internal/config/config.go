@@ -86,8 +86,8 @@ type Config struct {
 	FQDN        string           // --fqdn
 
 	// Addr4LenGiven: Addr4's prefix length came from -a ADDR/LEN or -n. When
-	// false it is the RFC 4632 class guess, and the length of the host's
-	// matching address should replace it, as pasta does.
+	// false it is the address class's (RFC 4632's historical guess), which
+	// pasta uses too.
 	Addr4LenGiven bool
 	// Prefix4Len is -n as a prefix length (1-32), 0 if not given; it also
 	// applies to the template's address when -a is not given.

@@ -60,6 +60,9 @@ type HostOptions struct {
 	// instead of HostGW6, as on hosts whose router is only known by its
 	// link-local address (the usual case with SLAAC).
 	LinkLocalGW6 bool
+	// NoIPv4, NoIPv6 leave that family's address and default route out:
+	// a single-family host.
+	NoIPv4, NoIPv6 bool
 }
 
 // HostGW6LinkLocal is the IPv6 gateway with HostOptions.LinkLocalGW6.
@@ -93,16 +96,25 @@ func HostNSWith(t testing.TB, o HostOptions) *Host {
 	steps := [][]string{
 		{"ip", "-n", n, "link", "set", "lo", "up"},
 		{"ip", "-n", n, "link", "add", HostIfName, "type", "veth", "peer", "name", PeerIfName},
-		{"ip", "-n", n, "addr", "add", fmt.Sprintf("%s/%d", HostAddr4, HostPrefix4), "dev", HostIfName},
+	}
+	if !o.NoIPv4 {
+		steps = append(steps, []string{"ip", "-n", n, "addr", "add", fmt.Sprintf("%s/%d", HostAddr4, HostPrefix4), "dev", HostIfName})
+	}
+	if !o.NoIPv6 {
 		// nodad: a tentative address is not copied by gopasta and not
 		// usable, and DAD would make every test wait a second or more.
-		{"ip", "-n", n, "addr", "add", fmt.Sprintf("%s/%d", HostAddr6, HostPrefix6), "dev", HostIfName, "nodad"},
-		{"ip", "-n", n, "link", "set", HostIfName, "up"},
-		{"ip", "-n", n, "link", "set", PeerIfName, "up"},
-		// onlink: the gateways are inside the prefixes anyway, but the
-		// kernel refuses a v6 gateway while the link is still coming up.
-		{"ip", "-n", n, "route", "add", "default", "via", HostGW4, "dev", HostIfName, "onlink"},
-		{"ip", "-n", n, "-6", "route", "add", "default", "via", gw6, "dev", HostIfName, "onlink"},
+		steps = append(steps, []string{"ip", "-n", n, "addr", "add", fmt.Sprintf("%s/%d", HostAddr6, HostPrefix6), "dev", HostIfName, "nodad"})
+	}
+	steps = append(steps,
+		[]string{"ip", "-n", n, "link", "set", HostIfName, "up"},
+		[]string{"ip", "-n", n, "link", "set", PeerIfName, "up"})
+	// onlink: the gateways are inside the prefixes anyway, but the
+	// kernel refuses a v6 gateway while the link is still coming up.
+	if !o.NoIPv4 {
+		steps = append(steps, []string{"ip", "-n", n, "route", "add", "default", "via", HostGW4, "dev", HostIfName, "onlink"})
+	}
+	if !o.NoIPv6 {
+		steps = append(steps, []string{"ip", "-n", n, "-6", "route", "add", "default", "via", gw6, "dev", HostIfName, "onlink"})
 	}
 	for _, s := range steps {
 		if err := runHostCmd(s...); err != nil {

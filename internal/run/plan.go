@@ -18,18 +18,23 @@ type netPlan struct {
 	MAC    net.HardwareAddr
 
 	IPv4, IPv6 bool
-	Addr4      netip.Prefix // the namespace's main IPv4 address (DHCP hands it out)
-	Addr6      netip.Prefix
-	Gateway4   netip.Addr
-	Gateway6   netip.Addr
+	// Local4, Local6: the host had nothing of that family to copy, and the
+	// namespace gets local mode's addresses for it (a link to the host's
+	// loopback through the gateway), as pasta gives.
+	Local4, Local6 bool
+	Addr4          netip.Prefix // the namespace's main IPv4 address (DHCP hands it out)
+	Addr6          netip.Prefix
+	Gateway4       netip.Addr
+	Gateway6       netip.Addr
 
 	// What --config-net writes: every address and route to add.
 	Addrs  []netip.Prefix
 	Routes []ns.Route
 }
 
-// Local mode addresses, used when the host has no usable interface at all:
-// the namespace still gets a working link to the host's loopback.
+// Local mode addresses, used for a family the host has no usable
+// interface or address of: the namespace still gets a working link to the
+// host's loopback in it.
 var (
 	localAddr4    = netip.MustParsePrefix("169.254.2.1/16")
 	localGateway4 = netip.MustParseAddr("169.254.2.2")
@@ -62,22 +67,22 @@ func planNetwork(cfg *config.Config, t *ns.Template) (*netPlan, error) {
 
 	addrs4, addrs6 := t.Addrs4, t.Addrs6
 	gw4, gw6 := t.Gateway4, t.Gateway6
-	if t.Local {
-		if len(addrs4) == 0 {
-			addrs4 = []netip.Prefix{localAddr4}
-		}
-		if !gw4.IsValid() {
-			gw4 = localGateway4
-		}
-		if !gw6.IsValid() {
-			gw6 = localGateway6
-		}
+	// A family the host has no address of (an IPv6-only or IPv4-only
+	// host, or -i naming an interface without addresses) runs in local
+	// mode rather than not at all: the namespace can still reach the
+	// host's loopback over it, as with pasta.
+	if p.IPv4 && (t.Local || len(addrs4) == 0) {
+		p.Local4 = true
+		addrs4, gw4 = []netip.Prefix{localAddr4}, localGateway4
+	}
+	if p.IPv6 && (t.Local || len(addrs6) == 0 && !gw6.IsValid()) {
+		p.Local6 = true
+		addrs6, gw6 = nil, localGateway6
 	}
 	switch {
-	case cfg.Addr4.IsValid() && !cfg.Addr4LenGiven && len(addrs4) > 0:
-		// -a without a length takes the host address's length, as pasta.
-		addrs4 = []netip.Prefix{netip.PrefixFrom(cfg.Addr4.Addr(), addrs4[0].Bits())}
 	case cfg.Addr4.IsValid():
+		// Without a length, -a's is the address class's (pasta's
+		// guess), not the host address's: the address is the user's.
 		addrs4 = []netip.Prefix{cfg.Addr4}
 	case cfg.Prefix4Len > 0 && len(addrs4) > 0:
 		// -n alone changes the length of the copied address.
@@ -93,16 +98,8 @@ func planNetwork(cfg *config.Config, t *ns.Template) (*netPlan, error) {
 		gw6 = cfg.Gateway6
 	}
 
-	if p.IPv4 && len(addrs4) == 0 && !t.Local {
-		// Nothing to copy and nothing given: IPv4 simply isn't offered,
-		// as with pasta on an IPv6-only host.
-		p.IPv4 = false
-	}
-	if p.IPv6 && len(addrs6) == 0 && !gw6.IsValid() {
-		p.IPv6 = false
-	}
 	if !p.IPv4 && !p.IPv6 {
-		return nil, fmt.Errorf("no IPv4 or IPv6 address to give the namespace: the host has none on its template interface; use -a")
+		return nil, fmt.Errorf("no IPv4 or IPv6 to give the namespace")
 	}
 
 	if p.IPv4 {
@@ -112,7 +109,7 @@ func planNetwork(cfg *config.Config, t *ns.Template) (*netPlan, error) {
 		} else {
 			p.Addrs = append(p.Addrs, addrs4[0])
 		}
-		p.Routes = append(p.Routes, pickRoutes(t.Routes4, gw4, cfg.Gateway4.IsValid() || cfg.NoCopyRoutes || t.Local, netip.PrefixFrom(netip.IPv4Unspecified(), 0))...)
+		p.Routes = append(p.Routes, pickRoutes(t.Routes4, gw4, cfg.Gateway4.IsValid() || cfg.NoCopyRoutes || p.Local4, netip.PrefixFrom(netip.IPv4Unspecified(), 0))...)
 	}
 	if p.IPv6 {
 		if len(addrs6) > 0 {
@@ -124,7 +121,7 @@ func planNetwork(cfg *config.Config, t *ns.Template) (*netPlan, error) {
 			}
 		}
 		p.Gateway6 = gw6
-		p.Routes = append(p.Routes, pickRoutes(t.Routes6, gw6, cfg.Gateway6.IsValid() || cfg.NoCopyRoutes || t.Local, netip.PrefixFrom(netip.IPv6Unspecified(), 0))...)
+		p.Routes = append(p.Routes, pickRoutes(t.Routes6, gw6, cfg.Gateway6.IsValid() || cfg.NoCopyRoutes || p.Local6, netip.PrefixFrom(netip.IPv6Unspecified(), 0))...)
 	}
 	return p, nil
 }

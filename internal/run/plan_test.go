@@ -76,13 +76,15 @@ func TestPlanNetwork(t *testing.T) {
 				" addrs=[192.0.2.1/24 192.0.2.9/24 2001:db8::1/64] routes=[0.0.0.0/0>192.0.2.254 198.51.100.0/24>192.0.2.253 ::/0>fe80::1]",
 		},
 		{
-			name: "-a without a length takes the host's",
+			// The parser gives -a without a length its class's (10/8),
+			// as pasta: the host address's length is not the user's.
+			name: "-a without a length keeps the class guess",
 			cfg: cfgWith(func(c *config.Config) {
-				c.Addr4 = pfx("10.0.0.5/32")
+				c.Addr4 = pfx("10.0.0.5/8")
 			}),
 			tmpl: dual(),
-			want: "if=eth0 mtu=65520 v4=true v6=true addr4=10.0.0.5/24 gw4=192.0.2.254 addr6=2001:db8::1/64 gw6=fe80::1" +
-				" addrs=[10.0.0.5/24 2001:db8::1/64] routes=[0.0.0.0/0>192.0.2.254 198.51.100.0/24>192.0.2.253 ::/0>fe80::1]",
+			want: "if=eth0 mtu=65520 v4=true v6=true addr4=10.0.0.5/8 gw4=192.0.2.254 addr6=2001:db8::1/64 gw6=fe80::1" +
+				" addrs=[10.0.0.5/8 2001:db8::1/64] routes=[0.0.0.0/0>192.0.2.254 198.51.100.0/24>192.0.2.253 ::/0>fe80::1]",
 		},
 		{
 			name: "-a with a length, -g, -I, -m",
@@ -123,16 +125,35 @@ func TestPlanNetwork(t *testing.T) {
 				" addrs=[169.254.2.1/16] routes=[0.0.0.0/0>169.254.2.2 ::/0>fe80::1]",
 		},
 		{
+			// A family the host lacks runs in local mode, as with pasta.
 			name: "IPv6-only host",
 			cfg:  cfgWith(nil),
-			tmpl: &ns.Template{Ifname6: "wlan0", Addrs6: []netip.Prefix{pfx("2001:db8::1/64")}, Gateway6: addr("fe80::1")},
-			want: "if=wlan0 mtu=65520 v4=false v6=true addr6=2001:db8::1/64 gw6=fe80::1 addrs=[2001:db8::1/64] routes=[::/0>fe80::1]",
+			tmpl: &ns.Template{Ifname6: "wlan0", Addrs6: []netip.Prefix{pfx("2001:db8::1/64")}, Gateway6: addr("fe80::2"),
+				Routes6: []ns.Route{{Dst: pfx("::/0"), Gateway: addr("fe80::2")}, {Dst: pfx("2001:db8:5::/48"), Gateway: addr("fe80::3")}}},
+			want: "if=wlan0 mtu=65520 v4=true v6=true addr4=169.254.2.1/16 gw4=169.254.2.2 addr6=2001:db8::1/64 gw6=fe80::2" +
+				" addrs=[169.254.2.1/16 2001:db8::1/64] routes=[0.0.0.0/0>169.254.2.2 ::/0>fe80::2 2001:db8:5::/48>fe80::3]",
 		},
 		{
-			name:    "no address anywhere",
-			cfg:     cfgWith(func(c *config.Config) { c.IPv4Only = true }),
-			tmpl:    &ns.Template{Ifname6: "wlan0", Addrs6: []netip.Prefix{pfx("2001:db8::1/64")}},
-			wantErr: "no IPv4 or IPv6 address",
+			name: "IPv4-only host",
+			cfg:  cfgWith(nil),
+			tmpl: &ns.Template{Ifname4: "eth0", Addrs4: []netip.Prefix{pfx("192.0.2.1/24")}, Gateway4: addr("192.0.2.254"),
+				Routes4: []ns.Route{{Dst: pfx("0.0.0.0/0"), Gateway: addr("192.0.2.254")}}},
+			want: "if=eth0 mtu=65520 v4=true v6=true addr4=192.0.2.1/24 gw4=192.0.2.254 addr6=invalid Prefix gw6=fe80::1" +
+				" addrs=[192.0.2.1/24] routes=[0.0.0.0/0>192.0.2.254 ::/0>fe80::1]",
+		},
+		{
+			name: "IPv4-only host with -4",
+			cfg:  cfgWith(func(c *config.Config) { c.IPv4Only = true }),
+			tmpl: &ns.Template{Ifname4: "eth0", Addrs4: []netip.Prefix{pfx("192.0.2.1/24")}, Gateway4: addr("192.0.2.254")},
+			want: "if=eth0 mtu=65520 v4=true v6=false addr4=192.0.2.1/24 gw4=192.0.2.254 addrs=[192.0.2.1/24] routes=[0.0.0.0/0>192.0.2.254]",
+		},
+		{
+			// -a wins over local mode's address.
+			name: "IPv6-only host, -a for IPv4",
+			cfg:  cfgWith(func(c *config.Config) { c.Addr4, c.Addr4LenGiven = pfx("10.0.2.100/24"), true }),
+			tmpl: &ns.Template{Ifname6: "wlan0", Addrs6: []netip.Prefix{pfx("2001:db8::1/64")}, Gateway6: addr("fe80::2")},
+			want: "if=wlan0 mtu=65520 v4=true v6=true addr4=10.0.2.100/24 gw4=169.254.2.2 addr6=2001:db8::1/64 gw6=fe80::2" +
+				" addrs=[10.0.2.100/24 2001:db8::1/64] routes=[0.0.0.0/0>169.254.2.2 ::/0>fe80::2]",
 		},
 	}
 	for _, tc := range tests {

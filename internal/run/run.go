@@ -396,11 +396,17 @@ func summarize(log *slog.Logger, cfg *config.Config, t *ns.Template, p *netPlan,
 		log.Info("no host interface with routes: local mode")
 	} else {
 		tmpl := []string{}
-		if p.IPv4 && t.Ifname4 != "" {
+		if p.IPv4 && t.Ifname4 != "" && !p.Local4 {
 			tmpl = append(tmpl, t.Ifname4+" (IPv4)")
 		}
-		if p.IPv6 && t.Ifname6 != "" {
+		if p.IPv6 && t.Ifname6 != "" && !p.Local6 {
 			tmpl = append(tmpl, t.Ifname6+" (IPv6)")
+		}
+		if p.Local4 {
+			tmpl = append(tmpl, "none for IPv4 (local mode)")
+		}
+		if p.Local6 {
+			tmpl = append(tmpl, "none for IPv6 (local mode)")
 		}
 		log.Info("template interface: " + strings.Join(tmpl, ", "))
 	}
