@@ -164,6 +164,29 @@ func TestForwardPortTaken(t *testing.T) {
 	}
 }
 
+// TestForwardBeyondFileLimit: port ranges that ask for more sockets than
+// the descriptor limit allows (1000 here: four sockets a TCP port, two a
+// UDP one) forward what fits, warn about the rest, and leave descriptors
+// for the rest of gopasta (the sandbox, which used to fail then) and for
+// connections, which still go through.
+func TestForwardBeyondFileLimit(t *testing.T) {
+	for _, u := range nstest.Users() {
+		t.Run(u.Name, func(t *testing.T) {
+			e := newEnv(t, u, hostSetup{})
+			port := e.serveTCP(t, "127.0.0.1:0", "")
+			cmds := []string{fmt.Sprintf("put 192.0.2.254:%d 100000 1", port), fmt.Sprintf("get 192.0.2.254:%d 100000 2", port)}
+			argv := append([]string{"prlimit", "--nofile=1000:1000"},
+				e.gopasta("--config-net", "-t", "30000-30999", "-u", "30000-30999", "--", "sh", "-c", shellJoin(e.peer(cmds...)))...)
+			r := e.runArgv(t, argv...)
+			mustSucceed(t, "gopasta with more ports than descriptors", r)
+			wantDone(t, r.Stdout, cmds...)
+			if want := "cannot forward some ports, retrying every second"; !strings.Contains(r.Stderr, want) {
+				t.Errorf("stderr: got %q, want a warning %q", r.Stderr, want)
+			}
+		})
+	}
+}
+
 // TestForwardNoSplice: with --no-splice a host connection from
 // loopback to a -t port takes the TAP path, so the namespace sees it come
 // from the gateway; without, it is spliced and comes from the namespace

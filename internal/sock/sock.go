@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -176,7 +177,30 @@ func ClearReusePort(fd int) error {
 	return unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 0)
 }
 
+// ErrListenReserve is matched (errors.Is) when Open refuses a listener
+// that would take one of the descriptors kept for connections.
+var ErrListenReserve = fmt.Errorf("%w (the last descriptors are kept for connections)", unix.EMFILE)
+
+// listenCeiling is the lowest descriptor number a listener may not have.
+// Forwarded port ranges can ask for more listeners than the descriptor
+// limit allows (four sockets a port: two families, and the loopback twins
+// for splicing); were they to take every descriptor, no connection could
+// be accepted or opened, and the sandbox, the control socket and the pid
+// file could not open theirs. A quarter of the limit, at least 64 and at
+// most 4096, stays for those. Descriptors are allocated lowest first, so a
+// new socket's number is a lower bound of how many are open.
+var listenCeiling = sync.OnceValue(func() int {
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil || rl.Cur > 1<<30 {
+		return 1 << 30
+	}
+	limit := int(rl.Cur)
+	return limit - min(max(limit/4, 64), 4096)
+})
+
 // Open creates, binds and (for TCP) listens on l's socket, non-blocking.
+// It refuses with ErrListenReserve (an EMFILE) a socket that would leave
+// fewer descriptors than listenCeiling keeps for connections.
 // Both protocols get SO_REUSEADDR: TCP to rebind a port whose connections
 // are in TIME_WAIT, UDP because per-peer reply sockets (Reply) bind the
 // same address and port. TCP listeners get TCP_NODELAY, which the
@@ -193,6 +217,9 @@ func (l Listen) Open() (int, error) {
 	fail := func(err error) (int, error) {
 		unix.Close(fd)
 		return -1, err
+	}
+	if fd >= listenCeiling() {
+		return fail(ErrListenReserve)
 	}
 	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
 	if l.ReusePort && !l.UDP {

@@ -1,6 +1,7 @@
 package sock
 
 import (
+	"errors"
 	"net"
 	"net/netip"
 	"testing"
@@ -119,5 +120,35 @@ func TestAcceptBudget(t *testing.T) {
 		if got := AcceptBudget(tc.last, tc.now); got != tc.want {
 			t.Errorf("AcceptBudget(%d, %d): got %d, want %d", tc.last, tc.now, got, tc.want)
 		}
+	}
+}
+
+// TestListenReserve: a listener that would take one of the descriptors kept
+// for connections is refused with EMFILE (so port forwarding warns and
+// retries as for any descriptor shortage) and leaves no socket open.
+func TestListenReserve(t *testing.T) {
+	lowest := func() int {
+		fd, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		unix.Close(fd)
+		return fd
+	}
+	n := lowest()
+	saved := listenCeiling
+	listenCeiling = func() int { return n + 1 }
+	defer func() { listenCeiling = saved }()
+
+	first, err := Listen{Addr: netip.MustParseAddr("127.0.0.1")}.Open()
+	if err != nil {
+		t.Fatalf("listener below the ceiling: got %v, want it open", err)
+	}
+	defer unix.Close(first)
+	if _, err := (Listen{Addr: netip.MustParseAddr("127.0.0.1")}).Open(); !errors.Is(err, unix.EMFILE) || !errors.Is(err, ErrListenReserve) {
+		t.Errorf("listener at the ceiling: got %v, want EMFILE (ErrListenReserve)", err)
+	}
+	if got := lowest(); got != n+1 {
+		t.Errorf("lowest free descriptor after the refusal: got %d, want %d (the refused socket closed)", got, n+1)
 	}
 }
