@@ -323,3 +323,24 @@ func TestLocalModePerFamily(t *testing.T) {
 		})
 	}
 }
+
+// TestSpawnQuiet: in spawn mode gopasta says nothing on a run that goes
+// well, as pasta: the command's output is what the user reads. -d shows
+// the start-up summary that attach mode prints.
+func TestSpawnQuiet(t *testing.T) {
+	for _, u := range nstest.Users() {
+		t.Run(u.Name, func(t *testing.T) {
+			e := newEnv(t, u, hostSetup{})
+			r := e.run(t, "--config-net", "--", "true")
+			mustSucceed(t, "gopasta -- true", r)
+			if r.Stderr != "" {
+				t.Errorf("spawn mode: got stderr %q, want nothing", r.Stderr)
+			}
+			r = e.run(t, "-d", "--config-net", "--", "true")
+			mustSucceed(t, "gopasta -d -- true", r)
+			if !strings.Contains(r.Stderr, "namespace interface: ") {
+				t.Errorf("spawn mode with -d: got stderr %q, want the summary", r.Stderr)
+			}
+		})
+	}
+}

@@ -181,7 +181,11 @@ func Run(cfg *config.Config) (int, error) {
 	if cfg.SpliceOnly {
 		log.Info("--splice-only: no namespace interface; loopback ports are forwarded by splicing")
 	} else {
-		summarize(log, cfg, tmpl, plan, dev.Name())
+		if child == nil || cfg.Debug {
+			// A spawned command's own output is what the user watches:
+			// as pasta, the summary is for attach mode, or -d.
+			summarize(log, cfg, tmpl, plan, dev.Name())
+		}
 		var closePcap func()
 		eng, engineDone, closePcap, err = startEngine(ctx, cfg, dl, es, log, gate)
 		if err != nil {
