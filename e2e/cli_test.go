@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -53,6 +54,17 @@ func TestBadOptions(t *testing.T) {
 		{"unknown-flag", []string{"--bogus", "--", "true"}, [][]string{{"bogus"}}},
 		// Above any possible pid_max (2^22).
 		{"no-such-pid", []string{"4194305"}, [][]string{{"4194305"}}},
+		// Bytes that are not UTF-8 come back escaped, on one line.
+		{"non-utf8-ifname", []string{"-I", "\xff\n\xfe", "--", "true"}, [][]string{{"-I", "ns-ifname"}, {`\xff\n\xfe`}}},
+		{"non-utf8-port", []string{"-t", "2\xff2", "--", "true"}, [][]string{{"-t", "tcp-ports"}, {`"2\xff2"`}}},
+		{"bool-with-value", []string{"--no-tcp=yes", "--", "true"}, [][]string{{"no-tcp"}, {"takes no value"}}},
+		{"missing-value", []string{"-t"}, [][]string{{"-t"}, {"needs a value"}}},
+		// Checked before anything is set up, not once the namespace is.
+		{"pid-file-no-dir", []string{"-P", "/nonexistent/gopasta-e2e/pid", "--", "true"}, [][]string{{"-P", "--pid"}, {"/nonexistent/gopasta-e2e"}}},
+		{"log-file-no-dir", []string{"-l", "/nonexistent/gopasta-e2e/log", "--", "true"}, [][]string{{"-l", "--log-file"}, {"/nonexistent/gopasta-e2e"}}},
+		{"empty-dns", []string{"-D", "", "--", "true"}, [][]string{{"-D", "--dns"}, {`""`}}},
+		{"netmask-and-prefix", []string{"-a", "192.0.2.5/24", "-n", "16", "--", "true"}, [][]string{{"-n", "netmask"}, {"192.0.2.5/24"}}},
+		{"huge-port-list", []string{"-t", longPortList(18000) + ",5", "--", "true"}, [][]string{{"-t", "tcp-ports"}, {"port 5"}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -65,7 +77,12 @@ func TestBadOptions(t *testing.T) {
 			}
 			line := strings.TrimRight(r.Stderr, "\n")
 			if line == "" || strings.Contains(line, "\n") {
-				t.Fatalf("gopasta %q stderr: got %q, want exactly one line", tc.args, r.Stderr)
+				t.Fatalf("gopasta %.200q stderr: got %.200q, want exactly one line", tc.args, r.Stderr)
+			}
+			// A line nobody can read is no clear error: long values are
+			// shortened.
+			if len(line) > maxErrorLine {
+				t.Errorf("gopasta %.200q stderr: got a line of %d bytes (%.200q...), want at most %d", tc.args, len(line), line, maxErrorLine)
 			}
 			for _, alts := range tc.mention {
 				if !containsAny(line, alts) {
@@ -74,6 +91,22 @@ func TestBadOptions(t *testing.T) {
 			}
 		})
 	}
+}
+
+// maxErrorLine bounds an error line, whatever the size of the value.
+const maxErrorLine = 1024
+
+// longPortList is "1,2,...,n", a value near the kernel's 128 KiB limit on
+// one argument for n = 18000.
+func longPortList(n int) string {
+	var b strings.Builder
+	for p := 1; p <= n; p++ {
+		if p > 1 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(p))
+	}
+	return b.String()
 }
 
 func containsAny(s string, alts []string) bool {

@@ -107,10 +107,26 @@ func runApp(app *cli.App, args []string) error {
 			return nil
 		}
 	}
+	app.Metadata = map[string]any{repeatedKey: repeatedValues(norm)}
 	full := append([]string{args[0]}, norm...)
 	full = append(full, "--")
 	full = append(full, pos...)
 	return app.RunContext(context.Background(), full)
+}
+
+// repeatedKey holds, in app.Metadata, each option's values in command line
+// order (see stringSlice).
+const repeatedKey = "gopasta.values"
+
+// repeatedValues collects the values of getopt's normalised options.
+func repeatedValues(norm []string) map[string][]string {
+	m := map[string][]string{}
+	for _, a := range norm {
+		if name, val, ok := strings.Cut(strings.TrimPrefix(a, "--"), "="); ok {
+			m[name] = append(m[name], val)
+		}
+	}
+	return m
 }
 
 // Main runs gopasta's command line: args is os.Args (program name first).
@@ -147,7 +163,16 @@ func Main(args []string, stdout, stderr io.Writer, run RunFunc) (code int) {
 	return 1
 }
 
-// oneLine keeps an error to a single line of output whatever produced it.
+// maxLine bounds an error line: a reason may repeat another long value
+// (the port list a port is already forwarded by).
+const maxLine = 1000
+
+// oneLine keeps an error to a single line of readable length whatever
+// produced it, eliding the middle of a long one.
 func oneLine(s string) string {
-	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " ")), " ")
+	s = strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " ")), " ")
+	if len(s) > maxLine {
+		s = s[:runeStart(s, maxLine*2/3)] + " [...] " + s[runeStart(s, len(s)-maxLine/4):]
+	}
+	return s
 }

@@ -64,7 +64,7 @@ func buildGeneral(c *cli.Context, cfg *config.Config) error {
 			continue
 		}
 		v := c.String(o.name)
-		if err := checkPath("--"+o.name, v); err != nil {
+		if err := checkOutputPath("--"+o.name, v); err != nil {
 			return err
 		}
 		*o.dst = v
@@ -87,10 +87,27 @@ func buildGeneral(c *cli.Context, cfg *config.Config) error {
 	return nil
 }
 
+// stringSlice returns the values of a repeatable option. urfave/cli's own
+// copy passes through JSON between an option's names, which turns bytes
+// that are not UTF-8 into U+FFFD: the parsers would check, and errors
+// would quote, a value other than the one given. Surrounding white space is
+// dropped, as urfave/cli does.
+func stringSlice(c *cli.Context, name string) []string {
+	m, ok := c.App.Metadata[repeatedKey].(map[string][]string)
+	if !ok {
+		return c.StringSlice(name)
+	}
+	vals := make([]string, len(m[name]))
+	for i, v := range m[name] {
+		vals[i] = strings.TrimSpace(v)
+	}
+	return vals
+}
+
 // perFamily parses an option that may be given once per address family;
 // within a family the last value wins, as in pasta.
 func perFamily(c *cli.Context, name string, parse func(string) (netip.Addr, error), v4, v6 *netip.Addr) error {
-	for _, s := range c.StringSlice(name) {
+	for _, s := range stringSlice(c, name) {
 		a, err := parse(s)
 		if err != nil {
 			return err
@@ -116,15 +133,20 @@ func buildAddresses(c *cli.Context, cfg *config.Config) error {
 		return usagef("-4/--ipv4-only and -6/--ipv6-only cannot be used together")
 	}
 	if cfg.MTU > 0 && cfg.MTU < minMTUIPv6 && !cfg.IPv4Only {
-		return badValue("--mtu", c.String("mtu"), fmt.Sprintf("IPv6 needs an MTU of at least %d; add -4 to run IPv4 only", minMTUIPv6))
+		reason := fmt.Sprintf("IPv6 needs an MTU of at least %d; add -4 to run IPv4 only", minMTUIPv6)
+		if v := c.String("mtu"); v != strconv.Itoa(cfg.MTU) {
+			reason = fmt.Sprintf("read as %d, and %s", cfg.MTU, reason) // "01500" is octal
+		}
+		return badValue("--mtu", c.String("mtu"), reason)
 	}
-	for _, s := range c.StringSlice("address") {
+	addr4Arg := ""
+	for _, s := range stringSlice(c, "address") {
 		p, hasLen, err := parseAddrPrefix(s)
 		if err != nil {
 			return err
 		}
 		if p.Addr().Is4() {
-			cfg.Addr4, cfg.Addr4LenGiven = p, hasLen
+			cfg.Addr4, cfg.Addr4LenGiven, addr4Arg = p, hasLen, s
 		} else {
 			cfg.Addr6 = p
 		}
@@ -132,6 +154,11 @@ func buildAddresses(c *cli.Context, cfg *config.Config) error {
 	if c.IsSet("netmask") {
 		if cfg.Prefix4Len, err = parseNetmask(c.String("netmask")); err != nil {
 			return err
+		}
+		if cfg.Addr4LenGiven {
+			// Two prefix lengths for one address: taking either would
+			// silently ignore the other (pasta refuses this too).
+			return usagef("-n/--netmask cannot be used with a prefix length in -a/--address (got %q)", addr4Arg)
 		}
 		if cfg.Addr4.IsValid() {
 			cfg.Addr4 = netip.PrefixFrom(cfg.Addr4.Addr(), cfg.Prefix4Len)
@@ -182,8 +209,13 @@ func buildAddresses(c *cli.Context, cfg *config.Config) error {
 
 func buildDNS(c *cli.Context, cfg *config.Config) error {
 	// -D none clears what came before; a later -D adds again (pasta).
-	for _, s := range c.StringSlice("dns") {
-		if s == "none" || s == "" {
+	for _, s := range stringSlice(c, "dns") {
+		if s == "" {
+			// Most likely an unset shell variable: saying "none" for it
+			// would silently drop the name servers.
+			return badValue("--dns", s, "empty (none announces no name server)")
+		}
+		if s == "none" {
 			cfg.DNS, cfg.NoDNS = nil, true
 			continue
 		}
@@ -193,8 +225,11 @@ func buildDNS(c *cli.Context, cfg *config.Config) error {
 		}
 		cfg.DNS, cfg.NoDNS = append(cfg.DNS, a), false
 	}
-	for _, s := range c.StringSlice("search") {
-		if s == "none" || s == "" {
+	for _, s := range stringSlice(c, "search") {
+		if len(strings.Fields(s)) == 0 {
+			return badValue("--search", s, "empty (none announces no search domain)")
+		}
+		if s == "none" {
 			cfg.Search, cfg.NoSearch = nil, true
 			continue
 		}
@@ -247,7 +282,7 @@ func buildMapping(c *cli.Context, cfg *config.Config) error {
 		{"map-host-loopback", &cfg.MapHostLoopback4, &cfg.MapHostLoopback6, &cfg.NoMapHostLoopback},
 		{"map-guest-addr", &cfg.MapGuestAddr4, &cfg.MapGuestAddr6, &cfg.NoMapGuestAddr},
 	} {
-		for _, s := range c.StringSlice(o.name) {
+		for _, s := range stringSlice(c, o.name) {
 			if s == "none" {
 				*o.v4, *o.v6, *o.none = netip.Addr{}, netip.Addr{}, true
 				continue
@@ -329,7 +364,7 @@ func buildPorts(c *cli.Context, cfg *config.Config) error {
 		{"tcp-ns", cfg.NoTCP, "tcp", &cfg.TCPNSPorts},
 		{"udp-ns", cfg.NoUDP, "udp", &cfg.UDPNSPorts},
 	} {
-		specs := c.StringSlice(o.name)
+		specs := stringSlice(c, o.name)
 		if len(specs) == 0 {
 			// Left PortsUnset: the engine applies pasta's default (auto),
 			// and for UDP merges in the TCP ports, as config.PortSpec says.

@@ -3,7 +3,9 @@ package cmdline
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // OptionError is a bad value for one option. Its message names the option
@@ -18,9 +20,35 @@ type OptionError struct {
 
 func (e *OptionError) Error() string {
 	if !strings.HasPrefix(e.Option, "-") {
-		return fmt.Sprintf("invalid %s %q: %s", e.Option, e.Value, e.Reason)
+		return fmt.Sprintf("invalid %s %s: %s", e.Option, quoteValue(e.Value), e.Reason)
 	}
-	return fmt.Sprintf("invalid %s value %q: %s", e.Option, e.Value, e.Reason)
+	return fmt.Sprintf("invalid %s value %s: %s", e.Option, quoteValue(e.Value), e.Reason)
+}
+
+// maxQuotedValue is the longest value an error message repeats whole; a
+// port list near the kernel's 128 KiB argument limit would otherwise make
+// a line nobody reads.
+const maxQuotedValue = 128
+
+// quoteValue quotes s as %q does, eliding the middle of a long value: its
+// start finds it on the command line, its end shows where it stops.
+func quoteValue(s string) string {
+	if len(s) <= maxQuotedValue {
+		return strconv.Quote(s)
+	}
+	head, tail := s[:runeStart(s, 80)], s[runeStart(s, len(s)-32):]
+	return fmt.Sprintf("%q...%q (%d bytes)", head, tail, len(s))
+}
+
+// runeStart moves i back to the start of the UTF-8 sequence it falls in, so
+// that cutting there splits no character.
+func runeStart(s string, i int) int {
+	for j := i; j > 0 && j > i-utf8.UTFMax; j-- {
+		if utf8.RuneStart(s[j]) {
+			return j
+		}
+	}
+	return i
 }
 
 func (e *OptionError) Unwrap() error { return e.Err }

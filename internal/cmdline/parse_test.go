@@ -12,6 +12,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
+
+	"github.com/urfave/cli/v2"
 
 	"github.com/gopasta/gopasta/internal/config"
 )
@@ -226,6 +229,20 @@ func TestOptions(t *testing.T) {
 		{"-m 65520", func(c *config.Config) (any, any) { return c.MTU, 65520 }},
 		{"-m 1500 -m 9000", func(c *config.Config) (any, any) { return c.MTU, 9000 }},
 		{"--mt 1500", func(c *config.Config) (any, any) { return c.MTU, 1500 }}, // getopt_long abbreviation
+		// Numbers read as pasta's strtoul(3) with base 0 reads them:
+		// 0x hexadecimal, a leading 0 octal, leading white space and a sign.
+		{"-m 0x5dc", func(c *config.Config) (any, any) { return c.MTU, 1500 }},
+		{"-m 0X5DC", func(c *config.Config) (any, any) { return c.MTU, 1500 }},
+		{"-m 02734", func(c *config.Config) (any, any) { return c.MTU, 1500 }},
+		{"-m +1500", func(c *config.Config) (any, any) { return c.MTU, 1500 }},
+		{"-m -0", func(c *config.Config) (any, any) { return c.MTU, 0 }},
+		{"-m 00", func(c *config.Config) (any, any) { return c.MTU, 0 }},
+		{"-n 0x10", func(c *config.Config) (any, any) { return c.Prefix4Len, 16 }},
+		{"-n 024", func(c *config.Config) (any, any) { return c.Prefix4Len, 20 }},
+		{"--log-size 0x100000", func(c *config.Config) (any, any) { return c.LogSize, int64(1 << 20) }},
+		{"--log-size 0100k", func(c *config.Config) (any, any) { return c.LogSize, int64(64 << 10) }},
+		{"--runas 0x4d2:0x162e", func(c *config.Config) (any, any) { return *c.RunAs, config.RunAs{UID: 1234, GID: 5678} }},
+		{"--runas 02322", func(c *config.Config) (any, any) { return c.RunAs.UID, 1234 }},
 		{"-a 192.0.2.5", func(c *config.Config) (any, any) {
 			return [2]any{c.Addr4, c.Addr4LenGiven}, [2]any{netip.MustParsePrefix("192.0.2.5/24"), false}
 		}},
@@ -237,6 +254,8 @@ func TestOptions(t *testing.T) {
 		{"-a 2001:db8::5 -a 192.0.2.5", func(c *config.Config) (any, any) {
 			return [2]netip.Prefix{c.Addr4, c.Addr6}, [2]netip.Prefix{netip.MustParsePrefix("192.0.2.5/24"), netip.MustParsePrefix("2001:db8::5/64")}
 		}},
+		{"-a [2001:db8::5]/96", func(c *config.Config) (any, any) { return c.Addr6, netip.MustParsePrefix("2001:db8::5/96") }}, // as pasta
+		{"-a [192.0.2.5]", func(c *config.Config) (any, any) { return c.Addr4, netip.MustParsePrefix("192.0.2.5/24") }},
 		{"-M 02:00:00:00:00:01", func(c *config.Config) (any, any) { return c.OurMAC.String(), "02:00:00:00:00:01" }},
 		{"--ns-mac-addr 02:00:00:00:00:02", func(c *config.Config) (any, any) { return c.NSMAC.String(), "02:00:00:00:00:02" }},
 		{"-g 192.0.2.1 -g fe80::1", func(c *config.Config) (any, any) {
@@ -346,7 +365,8 @@ func liveSocket(t *testing.T) string {
 }
 
 func TestBadInput(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "f")
+	dir := t.TempDir()
+	file := filepath.Join(dir, "f")
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -365,7 +385,16 @@ func TestBadInput(t *testing.T) {
 		{"-m", "option -m (--mtu) needs a value"},
 		{"--stats x", `invalid --stats value "x"`},
 		{"--stats -1", `invalid --stats value "-1"`},
-		{"-l ''", ""},
+		{"-l ''", `invalid --log-file value "": empty path`},
+		{"-p ''", `invalid --pcap value "": empty path`},
+		{"-P ''", `invalid --pid value "": empty path`},
+		{"-P /nonexistent/gopasta-cmdline/pid", `invalid --pid value "/nonexistent/gopasta-cmdline/pid": cannot use directory /nonexistent/gopasta-cmdline: no such file or directory`},
+		{"-l /nonexistent/gopasta-cmdline/log", `invalid --log-file value "/nonexistent/gopasta-cmdline/log": cannot use directory /nonexistent/gopasta-cmdline`},
+		{"--pcap=/nonexistent/gopasta-cmdline/pcap", `invalid --pcap value "/nonexistent/gopasta-cmdline/pcap": cannot use directory /nonexistent/gopasta-cmdline`},
+		{"-P " + file + "/pid", `invalid --pid value "` + file + `/pid": cannot use directory ` + file + `: not a directory`},
+		{"-P " + dir, `invalid --pid value "` + dir + `": is a directory`},
+		{"-l " + dir + "/", `invalid --log-file value "` + dir + `/": is a directory`},
+		{"-p " + strings.Repeat("x", 4096), `invalid --pcap value "xxx`},
 		{"--log-size x", `invalid --log-size value "x"`},
 		{"--log-size 100", "at least 40960"},
 		{"--log-size 99999999999G", `invalid --log-size value`},
@@ -381,6 +410,22 @@ func TestBadInput(t *testing.T) {
 		{"-m 70000", `invalid --mtu value "70000": must be 0 or between 68 and 65520`},
 		{"-m 65521", `invalid --mtu value "65521"`},
 		{"-m x", `invalid --mtu value "x"`},
+		{"-m 0x", `invalid --mtu value "0x"`},
+		{"-m 08", `invalid --mtu value "08"`}, // not octal
+		{"-m -1", `invalid --mtu value "-1"`},
+		{"-m 1_500", `invalid --mtu value "1_500"`},
+		{"-m 0b101", `invalid --mtu value "0b101"`},
+		{"-m 0o2734", `invalid --mtu value "0o2734"`},
+		{"-m 1500x", `invalid --mtu value "1500x"`},
+		{"-m 0x10000000000000000", `invalid --mtu value "0x10000000000000000"`},
+		{"-m 01500", `invalid --mtu value "01500": read as 832, and IPv6 needs an MTU of at least 1280`},
+		{"-n 0x21", `invalid --netmask value "0x21"`},
+		{"--log-size 0x", `invalid --log-size value "0x"`},
+		{"--log-size -0x100000", `invalid --log-size value "-0x100000"`},
+		{"--runas 0x", `invalid --runas value "0x": no such user "0x"`},
+		{"--runas -1", `invalid --runas value "-1": user ids are 0 to 4294967294`},
+		{"--runas 0xffffffff", `invalid --runas value "0xffffffff": user ids are 0 to 4294967294`},
+		{"--runas 0:-2", `invalid --runas value "0:-2": group ids are 0 to 4294967294`},
 		{"-m 1000", "IPv6 needs an MTU of at least 1280"},
 		{"-4 -6", "-4/--ipv4-only and -6/--ipv6-only cannot be used together"},
 		{"-a notanip", `invalid --address value "notanip": not an IPv4 or IPv6 address`},
@@ -393,10 +438,19 @@ func TestBadInput(t *testing.T) {
 		{"-a fe80::1%eth0", "not an IPv4 or IPv6 address"},
 		{"-a 192.0.2.1/33", "prefix length must be between 1 and 32"},
 		{"-a 192.0.2.1/x", `invalid --address value "192.0.2.1/x"`},
+		{"-a [192.0.2.1", `invalid --address value "[192.0.2.1": not an IPv4 or IPv6 address`},
+		{"-a []", `invalid --address value "[]": not an IPv4 or IPv6 address`},
+		{"-a [[::1]]", `invalid --address value "[[::1]]": not an IPv4 or IPv6 address`},
+		{"-a [2001:db8::5/64]", `invalid --address value "[2001:db8::5/64]"`},
 		{"-n 33", `invalid --netmask value "33"`},
 		{"-n 0", `invalid --netmask value "0"`},
 		{"-n 255.0.255.0", "not a contiguous netmask"},
 		{"-n foo", `invalid --netmask value "foo"`},
+		// pasta refuses a prefix length given twice; taking one silently
+		// would ignore the other.
+		{"-a 192.0.2.5/24 -n 16", `-n/--netmask cannot be used with a prefix length in -a/--address (got "192.0.2.5/24")`},
+		{"-n 16 -a 192.0.2.5/24", `-n/--netmask cannot be used with a prefix length in -a/--address (got "192.0.2.5/24")`},
+		{"-n 255.255.0.0 -a 2001:db8::5 -a 192.0.2.5/24", `-n/--netmask cannot be used with a prefix length`},
 		{"-M 9a:55:9a:55:9a", `invalid --mac-addr value "9a:55:9a:55:9a"`},
 		{"-M 01:00:5e:00:00:01", "multicast MAC"},
 		{"-M 00:00:00:00:00:00", "all-zero"},
@@ -414,6 +468,9 @@ func TestBadInput(t *testing.T) {
 		{"-H " + strings.Repeat("a", 65), `invalid --hostname value`},
 		{"--fqdn a_b!", `invalid --fqdn value`},
 		{"-D bad", `invalid --dns value "bad"`},
+		{"-D ''", `invalid --dns value "": empty (none announces no name server)`},
+		{"-D 192.0.2.53 -D ''", `invalid --dns value ""`},
+		{"-S ''", `invalid --search value "": empty (none announces no search domain)`},
 		{"-D 0.0.0.0", `invalid --dns value "0.0.0.0"`},
 		{"--dns-forward 127.0.0.1", `invalid --dns-forward value "127.0.0.1": loopback`},
 		{"--dns-forward x", `invalid --dns-forward value "x"`},
@@ -456,6 +513,7 @@ func TestBadInput(t *testing.T) {
 		{"0", `invalid PID "0"`},
 		{"99999999999999999999", `invalid PID "99999999999999999999"`},
 	}
+	var lines []string
 	for _, tt := range tests {
 		args := strings.Fields(tt.args)
 		for i, a := range args {
@@ -481,6 +539,66 @@ func TestBadInput(t *testing.T) {
 		}
 		if !strings.Contains(line, tt.want) {
 			t.Errorf("%s: got stderr %q, want it to contain %q", tt.args, line, tt.want)
+		}
+		lines = append(lines, line)
+	}
+	// Every option that takes a value has a case above whose error names
+	// it; options without one are covered by TestFlagErrors.
+	for _, f := range NewApp(nil).Flags {
+		name := f.Names()[0]
+		if dg, ok := f.(cli.DocGenerationFlag); !ok || !dg.TakesValue() {
+			continue
+		}
+		named := false
+		for _, l := range lines {
+			if strings.Contains(l, "--"+name+" ") || strings.Contains(l, "--"+name+"/") || strings.Contains(l, "/--"+name+" ") {
+				named = true
+				break
+			}
+		}
+		if !named {
+			t.Errorf("--%s: no case here gets an error naming it, want at least one", name)
+		}
+	}
+}
+
+// TestFlagErrors: the errors every option has whatever it is, one line each:
+// a value given to an option that takes none, a missing value, and an
+// option given as a single dash long name.
+func TestFlagErrors(t *testing.T) {
+	for _, f := range NewApp(nil).Flags {
+		names := f.Names()
+		long := names[0]
+		var short string
+		if len(names) > 1 && len(names[1]) == 1 {
+			short = names[1]
+		}
+		takes := false
+		if dg, ok := f.(cli.DocGenerationFlag); ok {
+			takes = dg.TakesValue()
+		}
+		type tc struct {
+			args []string
+			want string
+		}
+		var cases []tc
+		if takes {
+			cases = append(cases, tc{[]string{"--" + long}, "gopasta: option --" + long + " needs a value\n"})
+			if short != "" {
+				cases = append(cases, tc{[]string{"-q" + short}, "gopasta: option -" + short + " (--" + long + ") needs a value\n"})
+			}
+		} else {
+			cases = append(cases,
+				tc{[]string{"--" + long + "=1"}, "gopasta: option --" + long + " takes no value\n"},
+				tc{[]string{"--" + long + "="}, "gopasta: option --" + long + " takes no value\n"})
+		}
+		for _, c := range cases {
+			var stdout, stderr bytes.Buffer
+			ran := false
+			code := Main(append([]string{"gopasta"}, c.args...), &stdout, &stderr, func(*config.Config) (int, error) { ran = true; return 0, nil })
+			if code != 1 || ran || stdout.Len() != 0 || stderr.String() != c.want {
+				t.Errorf("%q: got exit %d ran %v stdout %q stderr %q, want 1 false \"\" %q", c.args, code, ran, stdout.String(), stderr.String(), c.want)
+			}
 		}
 	}
 }
@@ -584,5 +702,54 @@ func TestFlagsMatchDocs(t *testing.T) {
 	}
 	if len(FlagDocs(app)) != len(app.Flags) {
 		t.Errorf("FlagDocs: got %d options, want %d (a flag has no category?)", len(FlagDocs(app)), len(app.Flags))
+	}
+}
+
+// TestLongValues: however long a value, its error line stays readable and
+// still says what is wrong, and elision splits no UTF-8 character.
+func TestLongValues(t *testing.T) {
+	var ports []string
+	for p := 1; p <= 18000; p++ {
+		ports = append(ports, fmt.Sprint(p))
+	}
+	list := strings.Join(ports, ",")
+	tests := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"-t", list + ",5"}, []string{`invalid --tcp-ports value "1,2,3,`, `,17999,18000,5" (`, "port 5 is already forwarded by"}},
+		{[]string{"-t", list + ",x"}, []string{`invalid --tcp-ports value "1,2,`, `"x" is not a port number`}},
+		{[]string{"-H", strings.Repeat("é", 300)}, []string{`invalid --hostname value "éé`, "(600 bytes)", "names are 1 to 64 characters"}},
+		{[]string{"--netns", "/nonexistent/x", strings.Repeat("é", 3000)}, []string{"--netns cannot be combined with a PID or a command", "[...]"}},
+	}
+	for _, tt := range tests {
+		var stdout, stderr bytes.Buffer
+		code := Main(append([]string{"gopasta"}, tt.args...), &stdout, &stderr, func(*config.Config) (int, error) { return 0, nil })
+		line := stderr.String()
+		if code != 1 || strings.Count(line, "\n") != 1 || len(line) > maxLine+len("gopasta: \n") || !utf8.ValidString(line) {
+			t.Errorf("%.40q: got exit %d and a %d-byte stderr %.300q, want 1 and one valid UTF-8 line of at most %d bytes", tt.args, code, len(line), line, maxLine)
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(line, w) {
+				t.Errorf("%.40q: got %.300q, want it to contain %q", tt.args, line, w)
+			}
+		}
+	}
+}
+
+// TestRepeatableValuesExact: the values of repeatable options reach their
+// parsers byte for byte, as the others do, bytes that are not UTF-8
+// included (an interface name may hold any byte but '/', ':' and spaces).
+func TestRepeatableValuesExact(t *testing.T) {
+	c := mustParse(t, "-t", "%\xff/22", "-T", "%e\xe9/23")
+	if got, want := c.TCPPorts.Rules[0].BindIf, "\xff"; got != want {
+		t.Errorf("-t %%\\xff/22: got interface %q, want %q", got, want)
+	}
+	if got, want := c.TCPNSPorts.Rules[0].BindIf, "e\xe9"; got != want {
+		t.Errorf("-T %%e\\xe9/23: got interface %q, want %q", got, want)
+	}
+	_, err := Parse([]string{"-D", "192.0.2.\xff"})
+	if got, want := fmt.Sprint(err), `invalid --dns value "192.0.2.\xff": not an IPv4 or IPv6 address`; got != want {
+		t.Errorf("-D 192.0.2.\\xff: got error %q, want %q", got, want)
 	}
 }

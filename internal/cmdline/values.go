@@ -3,12 +3,16 @@ package cmdline
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"math"
 	"net"
 	"net/netip"
 	"os"
 	"os/user"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/gopasta/gopasta/internal/config"
@@ -28,12 +32,50 @@ const (
 // makes no sense.
 const minLogSize = 40960
 
+// parseCUint reads a whole string as C's strtoul(3) with base 0 does, as
+// pasta reads its numbers (so "-m 0x5dc" works and "-m 01500" means what it
+// means to pasta, 832): leading white space, an optional sign, then 0x or
+// 0X and hexadecimal digits, 0 and octal digits, or decimal digits. ok
+// says s is such a number; one too large for 64 bits reads as the largest.
+// neg reports a minus sign: strtoul would negate the value, so only -0 is
+// in range for anything.
+func parseCUint(s string) (n uint64, neg, ok bool) {
+	s = strings.TrimLeft(s, " \t\n\v\f\r")
+	if s != "" && (s[0] == '+' || s[0] == '-') {
+		neg, s = s[0] == '-', s[1:]
+	}
+	base := 10
+	switch {
+	case len(s) > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X'):
+		base, s = 16, s[2:]
+	case len(s) > 1 && s[0] == '0':
+		base, s = 8, s[1:]
+	}
+	if s == "" || s[0] == '+' || s[0] == '-' {
+		return 0, false, false
+	}
+	n, err := strconv.ParseUint(s, base, 64)
+	if errors.Is(err, strconv.ErrRange) {
+		return math.MaxUint64, neg, true
+	}
+	return n, neg, err == nil
+}
+
+// parseCRange is parseCUint for a value that must be in lo..hi.
+func parseCRange(s string, lo, hi uint64) (uint64, bool) {
+	n, neg, ok := parseCUint(s)
+	if !ok || (neg && n != 0) || n < lo || n > hi {
+		return 0, false
+	}
+	return n, true
+}
+
 func parseMTU(s string) (int, error) {
-	n, err := strconv.Atoi(s)
-	if err != nil || (n != 0 && (n < minMTU || n > maxMTU)) {
+	n, ok := parseCRange(s, 0, maxMTU)
+	if !ok || (n != 0 && n < minMTU) {
 		return 0, badValue("--mtu", s, fmt.Sprintf("must be 0 or between %d and %d", minMTU, maxMTU))
 	}
-	return n, nil
+	return int(n), nil
 }
 
 // parseAddr parses one IP address for option opt and rejects the kinds
@@ -59,9 +101,13 @@ func parseAddr(opt, s string, allowLoopback4, allowLoopback6 bool) (netip.Addr, 
 	return a, nil
 }
 
-// parseAddrPrefix parses -a ADDR[/LEN].
+// parseAddrPrefix parses -a ADDR[/LEN]; ADDR may be in brackets, as pasta
+// takes it.
 func parseAddrPrefix(s string) (netip.Prefix, bool, error) {
 	addrPart, lenPart, hasLen := strings.Cut(s, "/")
+	if len(addrPart) > 2 && addrPart[0] == '[' && addrPart[len(addrPart)-1] == ']' {
+		addrPart = addrPart[1 : len(addrPart)-1]
+	}
 	a, err := parseAddr("--address", addrPart, false, false)
 	if err != nil {
 		err.(*OptionError).Value = s
@@ -95,11 +141,12 @@ func classfulLen(a netip.Addr) int {
 
 // parseNetmask parses -n as dot-decimal or as a prefix length.
 func parseNetmask(s string) (int, error) {
-	if n, err := strconv.Atoi(s); err == nil {
-		if n < 1 || n > 32 {
+	if _, _, isNum := parseCUint(s); isNum {
+		n, ok := parseCRange(s, 1, 32)
+		if !ok {
 			return 0, badValue("--netmask", s, "prefix length must be between 1 and 32")
 		}
-		return n, nil
+		return int(n), nil
 	}
 	a, err := netip.ParseAddr(s)
 	if err != nil || !a.Is4() {
@@ -145,10 +192,11 @@ func parseLogSize(s string) (int64, error) {
 			num = s[:len(s)-1]
 		}
 	}
-	n, err := strconv.ParseInt(num, 10, 64)
-	if err != nil || n < 0 || n > (1<<62)/mult {
+	u, ok := parseCRange(num, 0, uint64((1<<62)/mult))
+	if !ok {
 		return 0, badValue("--log-size", s, "not a size in bytes (suffixes k, M, G allowed)")
 	}
+	n := int64(u)
 	if n*mult < minLogSize {
 		return 0, badValue("--log-size", s, fmt.Sprintf("must be at least %d bytes", minLogSize))
 	}
@@ -171,16 +219,19 @@ func parseRunAs(s string) (*config.RunAs, error) {
 		return nil, badValue("--runas", s, "expected UID[:GID] or LOGIN[:GROUP]")
 	}
 	r := &config.RunAs{}
+	// Numbers as pasta reads them (parseCUint); anything else is a name.
 	// (uid_t)-1 means "unchanged" to setresuid(2): it is no id.
-	if isDigits(u) && !validID(u) {
+	uid, uNum, uOK := parseID(u)
+	gid, gNum, gOK := parseID(g)
+	if uNum && !uOK {
 		return nil, badValue("--runas", s, "user ids are 0 to 4294967294")
 	}
-	if hasG && isDigits(g) && !validID(g) {
+	if hasG && gNum && !gOK {
 		return nil, badValue("--runas", s, "group ids are 0 to 4294967294")
 	}
-	if id, err := strconv.ParseUint(u, 10, 32); err == nil {
-		r.UID, r.GID = int(id), int(id)
-		if pw, err := user.LookupId(u); err == nil {
+	if uNum {
+		r.UID, r.GID = uid, uid
+		if pw, err := user.LookupId(strconv.Itoa(uid)); err == nil {
 			r.GID, _ = strconv.Atoi(pw.Gid)
 		}
 	} else {
@@ -192,8 +243,8 @@ func parseRunAs(s string) (*config.RunAs, error) {
 		r.GID, _ = strconv.Atoi(pw.Gid)
 	}
 	if hasG {
-		if id, err := strconv.ParseUint(g, 10, 32); err == nil {
-			r.GID = int(id)
+		if gNum {
+			r.GID = gid
 		} else {
 			gr, err := user.LookupGroup(g)
 			if err != nil {
@@ -205,10 +256,14 @@ func parseRunAs(s string) (*config.RunAs, error) {
 	return r, nil
 }
 
-// validID reports whether the decimal s is a user or group id.
-func validID(s string) bool {
-	n, err := strconv.ParseUint(s, 10, 32)
-	return err == nil && n < 1<<32-1
+// parseID reads a user or group id: isNum says s is a number at all, ok
+// that it is a valid id.
+func parseID(s string) (id int, isNum, ok bool) {
+	if _, _, isNum = parseCUint(s); !isNum {
+		return 0, false, false
+	}
+	n, ok := parseCRange(s, 0, 1<<32-2)
+	return int(n), true, ok
 }
 
 // checkIfName checks the syntax the kernel requires of an interface name.
@@ -265,6 +320,32 @@ func checkPath(opt, s string) error {
 	}
 	if len(s) >= 4096 {
 		return badValue(opt, s, "path too long")
+	}
+	return nil
+}
+
+// checkOutputPath is checkPath for a file gopasta creates or appends to
+// (-P, -l, -p): its directory must exist and the path must not be a
+// directory, checked now so that a typo fails before any namespace is
+// touched rather than once it is set up.
+func checkOutputPath(opt, s string) error {
+	if err := checkPath(opt, s); err != nil {
+		return err
+	}
+	if fi, err := os.Stat(s); err == nil && fi.IsDir() {
+		return badValue(opt, s, "is a directory")
+	}
+	dir := filepath.Dir(s)
+	fi, err := os.Stat(dir)
+	if err == nil && !fi.IsDir() {
+		err = syscall.ENOTDIR
+	}
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return badValue(opt, s, fmt.Sprintf("cannot use directory %s: %v", dir, err))
 	}
 	return nil
 }

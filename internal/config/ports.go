@@ -21,6 +21,7 @@ import (
 //	[SCOPE/]ITEM[,ITEM...]
 //	SCOPE  = ADDR | ADDR%IFNAME | %IFNAME        (IPv6 may be bracketed)
 //	ITEM   = FIRST[-LAST][:[TOADDR/]TOFIRST[-TOLAST]]
+//	       | FIRST[-LAST]:TOADDR                 same ports, other address
 //	       | ~FIRST[-LAST]                       exclusion
 //	       | auto                                dynamic forwarding
 //	       | all[:TOADDR]                        all non-ephemeral ports
@@ -453,6 +454,12 @@ list:
 				return raw, err
 			}
 			r.First, r.Last, r.ToFirst = first, last, first
+			if mapped && !strings.Contains(dst, "/") {
+				if a, reason := parseAddr(dst); reason == "" {
+					r.ToAddr = a // address only: the ports stay
+					mapped = false
+				}
+			}
 			if mapped {
 				if j := strings.LastIndexByte(dst, '/'); j >= 0 {
 					a, reason := parseAddr(dst[:j])
@@ -556,14 +563,16 @@ func parseRange(v, s string) (first, last uint16, err error) {
 	return first, last, nil
 }
 
-// parsePort parses a decimal port number 1-65535.
+// parsePort parses a decimal port number 1-65535. As pasta reads it
+// (strtoul(3), base 10), white space and a plus sign may come first.
 func parsePort(v, s string) (uint16, error) {
-	if s == "" {
+	d := strings.TrimPrefix(strings.TrimLeft(s, " \t\n\v\f\r"), "+")
+	if d == "" {
 		return 0, specErr(v, ErrPortSyntax, "missing port number")
 	}
 	n := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
+	for i := 0; i < len(d); i++ {
+		c := d[i]
 		if c < '0' || c > '9' {
 			return 0, specErr(v, ErrPortSyntax, "%q is not a port number", s)
 		}

@@ -58,6 +58,14 @@ func TestParsePortSpecs(t *testing.T) {
 			}},
 		{specs: []string{"80:192.0.2.5/8080"}, mode: PortsSpec, rules: "80-80:[192.0.2.5]/8080-8080"},
 		{specs: []string{"1:[2::3]/4"}, mode: PortsSpec, rules: "1-1:[2::3]/4-4"},
+		// A target address without ports keeps the port numbers (pasta's
+		// "N[-M]:TADDR").
+		{specs: []string{"0.0.0.0/22:127.0.0.1"}, mode: PortsSpec, rules: "0.0.0.0/22-22:[127.0.0.1]/22-22", fwd: map[uint16]int{22: 22}},
+		{specs: []string{"22-23:192.0.2.5"}, mode: PortsSpec, rules: "22-23:[192.0.2.5]/22-23"},
+		{specs: []string{"::/22:::1"}, mode: PortsSpec, rules: "::/22-22:[::1]/22-22"},
+		{specs: []string{"22:[::1]"}, mode: PortsSpec, rules: "22-22:[::1]/22-22"},
+		{specs: []string{"22:[127.0.0.1],80:8080"}, mode: PortsSpec, rules: "22-22:[127.0.0.1]/22-22 80-80:8080-8080"},
+		{specs: []string{"1:2::3"}, mode: PortsSpec, rules: "1-1:[2::3]/1-1"},
 		{specs: []string{"1:2::3/4"}, mode: PortsSpec, rules: "1:2::3/4-4:4-4"}, // scope wins
 		{specs: []string{"2000-5000,~3000-3010"}, mode: PortsSpec, rules: "2000-2999:2000-2999 3011-5000:3011-5000",
 			fwd: map[uint16]int{2000: 2000, 2999: 2999, 3000: -1, 3010: -1, 3011: 3011, 5000: 5000}, excl: []uint16{3000, 3005, 3010}},
@@ -90,6 +98,9 @@ func TestParsePortSpecs(t *testing.T) {
 			rules: "127.0.0.1/8080-8080:80-80 ::1/8080-8080:80-80"},
 		{specs: []string{"%eth0/80", "%eth1/80:81"}, mode: PortsSpec, rules: "%eth0/80-80:80-80 %eth1/80-80:81-81"},
 		{specs: []string{"080", "65535"}, mode: PortsSpec, rules: "80-80:80-80 65535-65535:65535-65535"},
+		// Numbers as pasta reads them (strtoul(3), base 10): white space
+		// and a plus sign may come first.
+		{specs: []string{"+22,\t80- 81:+90-+91"}, mode: PortsSpec, rules: "22-22:22-22 80-81:90-91"},
 	}
 	for _, tt := range tests {
 		name := strings.Join(tt.specs, " ")
@@ -145,7 +156,10 @@ func TestParsePortSpecsErrors(t *testing.T) {
 		{[]string{"80:"}, ErrPortSyntax, `"80:": missing port number`},
 		{[]string{"80-"}, ErrPortSyntax, `"80-": missing port number`},
 		{[]string{"-80"}, ErrPortSyntax, `"-80": missing port number`},
-		{[]string{"+80"}, ErrPortSyntax, `"+80": "+80" is not a port number`},
+		{[]string{"++80"}, ErrPortSyntax, `"++80": "++80" is not a port number`},
+		{[]string{"+"}, ErrPortSyntax, `"+": missing port number`},
+		{[]string{"80 "}, ErrPortSyntax, `"80 ": "80 " is not a port number`},
+		{[]string{"+-80"}, ErrPortSyntax, `"+-80": missing port number`},
 		{[]string{"80-90:100-101"}, ErrPortRange, `"80-90:100-101": target 100-101 has 2 ports, source 80-90 has 11`},
 		{[]string{"22-80:32"}, ErrPortRange, `"22-80:32": target 32 has 1 ports, source 22-80 has 59`},
 		{[]string{"notaport"}, ErrPortSyntax, `"notaport": "notaport" is not a port number`},
@@ -156,6 +170,9 @@ func TestParsePortSpecsErrors(t *testing.T) {
 		{[]string{"%a:b/80"}, ErrPortSyntax, `"%a:b/80": "a:b" is not a valid interface name`},
 		{[]string{"192.0.2.1/"}, ErrPortSyntax, `"192.0.2.1/": no ports after "192.0.2.1/"`},
 		{[]string{"80:1.2.3/90"}, ErrPortSyntax, `"80:1.2.3/90": "1.2.3" is not an IP address`},
+		{[]string{"80:1.2.3"}, ErrPortSyntax, `"80:1.2.3": "1.2.3" is not a port number`},
+		{[]string{"80:[::1"}, ErrPortSyntax, `"80:[::1": "[::1" is not a port number`},
+		{[]string{"80:fe80::1%eth0"}, ErrPortSyntax, `"80:fe80::1%eth0": "fe80::1%eth0" is not a port number`},
 		{[]string{"all:nope"}, ErrPortSyntax, `"all:nope": "nope" is not an IP address`},
 		{[]string{"~"}, ErrPortSyntax, `"~": missing port number`},
 		{[]string{""}, ErrPortSyntax, `"": empty port specification`},
