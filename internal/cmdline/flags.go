@@ -61,6 +61,7 @@ func flags() []cli.Flag {
 		stringFlag(catGeneral, "log-file", "l", "Log to file `PATH` instead of standard error", ""),
 		stringFlag(catGeneral, "log-size", "", "Limit the log file to `SIZE` bytes (suffixes k, M, G allowed)", "1048576"),
 		stringFlag(catGeneral, "runas", "", "Run as `USER`: UID[:GID] or LOGIN[:GROUP] (needs privileges)", "nobody, if started as root"),
+		boolFlag(catGeneral, "chroot-fallback", "", "Accepted for pasta's command line: gopasta always enters its empty root with chroot(2), never pivot_root(2)"),
 		stringFlag(catGeneral, "pcap", "p", "Capture namespace-side traffic to `FILE` in pcap format", ""),
 		stringFlag(catGeneral, "pid", "P", "Write own PID to `FILE` once ready", ""),
 		stringFlag(catGeneral, "conf-path", "c", "Serve the port forwarding rules at control socket `PATH` (created 0600, removed at exit), for pesto to read and replace at run time (protocol version 2)", ""),

@@ -207,6 +207,8 @@ func TestOptions(t *testing.T) {
 		{"-fq", func(c *config.Config) (any, any) { return [2]bool{c.Foreground, c.Quiet}, [2]bool{true, true} }},
 		{"-e", func(c *config.Config) (any, any) { return c.Quiet, false }},
 		{"--stderr", func(c *config.Config) (any, any) { return c.Quiet, false }},
+		{"--chroot-fallback", func(c *config.Config) (any, any) { return c.Quiet, false }},
+		{"-t none -t 8080", func(c *config.Config) (any, any) { return len(c.TCPPorts.Rules), 1 }},
 		{"-l " + logFile, func(c *config.Config) (any, any) { return c.LogFile, logFile }},
 		{"--log-file=" + logFile, func(c *config.Config) (any, any) { return c.LogFile, logFile }},
 		{"--log-size 1048576", func(c *config.Config) (any, any) { return c.LogSize, int64(1 << 20) }},

@@ -265,24 +265,24 @@ func ParsePortSpecsWith(specs []string, opt ParseOptions) (PortSpec, error) {
 		eph = DefaultEphemeral
 	}
 	raw := make([]rawRule, 0, len(specs))
-	none := -1
+	given := false // a value other than "none" so far
 	for i, v := range specs {
 		if v == "none" {
-			none = i
+			// "none" ends the default (auto); it conflicts with ports
+			// given before it, not with ports given after it (pasta).
+			if given {
+				return PortSpec{}, specErr(v, ErrPortConflict, "conflicts with the ports given before it")
+			}
 			continue
 		}
+		given = true
 		var err error
 		if raw, err = parseValue(v, i, raw, &out.Excluded); err != nil {
 			return PortSpec{}, err
 		}
-		if none >= 0 {
-			return PortSpec{}, specErr(v, ErrPortConflict, `cannot be combined with "none"`)
-		}
 	}
-	if none >= 0 {
-		if len(raw) > 0 {
-			return PortSpec{}, specErr(specs[raw[0].spec], ErrPortConflict, `cannot be combined with "none"`)
-		}
+	if !given {
+		// Only "none" (any number of times).
 		out.Mode = PortsNone
 		return out, nil
 	}

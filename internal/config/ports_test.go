@@ -37,6 +37,8 @@ func TestParsePortSpecs(t *testing.T) {
 		{specs: nil, mode: PortsUnset, rules: ""},
 		{specs: []string{"none"}, mode: PortsNone, rules: "", fwd: map[uint16]int{22: -1}},
 		{specs: []string{"none", "none"}, mode: PortsNone, rules: ""},
+		// As pasta: "none" first only ends the default (auto).
+		{specs: []string{"none", "80"}, mode: PortsSpec, rules: "80-80:80-80", fwd: map[uint16]int{80: 80, 22: -1}},
 		{specs: []string{"22"}, mode: PortsSpec, rules: "22-22:22-22", fwd: map[uint16]int{22: 22, 21: -1, 23: -1}},
 		{specs: []string{"22:23"}, mode: PortsSpec, rules: "22-22:23-23", fwd: map[uint16]int{22: 23}},
 		{specs: []string{"22,25"}, mode: PortsSpec, rules: "22-22:22-22 25-25:25-25", fwd: map[uint16]int{22: 22, 25: 25, 23: -1}},
@@ -179,9 +181,10 @@ func TestParsePortSpecsErrors(t *testing.T) {
 		{[]string{"80,,81"}, ErrPortSyntax, `"80,,81": empty item in port list`},
 		{[]string{"80,"}, ErrPortSyntax, `"80,": empty item in port list`},
 		{[]string{"none,80"}, ErrPortConflict, `"none,80": "none" cannot be combined with other ports`},
-		{[]string{"none", "80"}, ErrPortConflict, `"80": cannot be combined with "none"`},
-		{[]string{"80", "none"}, ErrPortConflict, `"80": cannot be combined with "none"`},
-		{[]string{"~22", "none"}, ErrPortConflict, `"~22": cannot be combined with "none"`},
+		// "none" after ports would drop them; before them it only ends
+		// the default, as in pasta (see TestParsePortSpecs).
+		{[]string{"80", "none"}, ErrPortConflict, `"none": conflicts with the ports given before it`},
+		{[]string{"~22", "none"}, ErrPortConflict, `"none": conflicts with the ports given before it`},
 		{[]string{"auto,auto"}, ErrPortOverlap, `"auto,auto": auto given twice for overlapping addresses`},
 		{[]string{"auto", "::1/auto"}, ErrPortOverlap, `"::1/auto": auto given twice for overlapping addresses`},
 		{[]string{"80,80:81"}, ErrPortOverlap, `"80,80:81": port 80 is already forwarded by "80,80:81"`},
