@@ -17,12 +17,12 @@ import (
 
 // SpawnConfig describes the command to run in new namespaces.
 type SpawnConfig struct {
-	Command  []string // argv; the caller resolves the default ($SHELL or /bin/sh)
+	Command []string // argv; the caller resolves the default ($SHELL or /bin/sh)
 	// LoginShell runs Command[0] with "-" before its name in argv[0], the
 	// mark of a login shell (what pasta does for its default command): the
 	// shell then reads the profile files.
 	LoginShell bool
-	Hostname string   // set in the new UTS namespace; "" keeps the host's name
+	Hostname   string // set in the new UTS namespace; "" keeps the host's name
 	// Host ids mapped to 0 inside. Zero means the caller's own ids: mapping
 	// host root needs root anyway, and then os.Getuid() is 0 too. When
 	// both are 0 and the caller may map other ids (root), every id is
