@@ -64,6 +64,9 @@ func TestBadOptions(t *testing.T) {
 		{"log-file-no-dir", []string{"-l", "/nonexistent/gopasta-e2e/log", "--", "true"}, [][]string{{"-l", "--log-file"}, {"/nonexistent/gopasta-e2e"}}},
 		{"empty-dns", []string{"-D", "", "--", "true"}, [][]string{{"-D", "--dns"}, {`""`}}},
 		{"netmask-and-prefix", []string{"-a", "192.0.2.5/24", "-n", "16", "--", "true"}, [][]string{{"-n", "netmask"}, {"192.0.2.5/24"}}},
+		// lo carries no IPv6 route outwards: refused as pasta does, not
+		// silently replaced by local mode.
+		{"outbound-if6-unusable", []string{"--outbound-if6", "lo", "--", "true"}, [][]string{{"--outbound-if6"}, {"lo"}}},
 		{"huge-port-list", []string{"-t", longPortList(18000) + ",5", "--", "true"}, [][]string{{"-t", "tcp-ports"}, {"port 5"}}},
 	}
 	for _, tc := range tests {

@@ -79,6 +79,17 @@ func planNetwork(cfg *config.Config, t *ns.Template) (*netPlan, error) {
 		p.Local6 = true
 		addrs6, gw6 = nil, localGateway6
 	}
+	// An interface named for a family's outbound traffic must serve that
+	// family: local mode would silently ignore the option (pasta refuses
+	// it too: "External interface not usable").
+	for _, o := range []struct {
+		name, ifname string
+		local        bool
+	}{{"--outbound-if4", cfg.OutboundIf4, p.Local4}, {"--outbound-if6", cfg.OutboundIf6, p.Local6}} {
+		if o.ifname != "" && o.local {
+			return nil, fmt.Errorf("%s %s: the interface has no address or route of that family to use", o.name, o.ifname)
+		}
+	}
 	switch {
 	case cfg.Addr4.IsValid():
 		// Without a length, -a's is the address class's (pasta's

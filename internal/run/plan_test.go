@@ -148,6 +148,12 @@ func TestPlanNetwork(t *testing.T) {
 			want: "if=eth0 mtu=65520 v4=true v6=false addr4=192.0.2.1/24 gw4=192.0.2.254 addrs=[192.0.2.1/24] routes=[0.0.0.0/0>192.0.2.254]",
 		},
 		{
+			name:    "--outbound-if6 without IPv6",
+			cfg:     cfgWith(func(c *config.Config) { c.OutboundIf6 = "lo" }),
+			tmpl:    &ns.Template{Ifname4: "eth0", Addrs4: []netip.Prefix{pfx("192.0.2.1/24")}, Gateway4: addr("192.0.2.254")},
+			wantErr: "--outbound-if6 lo: the interface has no address or route of that family to use",
+		},
+		{
 			// -a wins over local mode's address.
 			name: "IPv6-only host, -a for IPv4",
 			cfg:  cfgWith(func(c *config.Config) { c.Addr4, c.Addr4LenGiven = pfx("10.0.2.100/24"), true }),
