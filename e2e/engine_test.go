@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -54,6 +55,36 @@ func TestEngineUDP(t *testing.T) {
 			r = e.run(t, append([]string{"--config-net", "--map-guest-addr", "192.0.2.9", "--"}, e.peer(cmd)...)...)
 			mustSucceed(t, "UDP echo through --map-guest-addr", r)
 			wantDone(t, r.Stdout, cmd)
+		})
+	}
+}
+
+// TestEngineUDPLargerThanMTU: at MTU 1500 a host's answers larger than
+// the MTU (a DNS answer over 1472 bytes, say, up to the largest datagram
+// IPv4 and IPv6 carry) reach the namespace whole, as with pasta: the TAP
+// hands its stack frames larger than the MTU, which it takes.
+func TestEngineUDPLargerThanMTU(t *testing.T) {
+	for _, u := range nstest.Users() {
+		t.Run(u.Name, func(t *testing.T) {
+			e := newEnv(t, u, hostSetup{})
+			pc4, err := e.h.ListenPacket("udp4", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			go serveUDPSizes(pc4)
+			port := pc4.LocalAddr().(*net.UDPAddr).Port
+			pc6, err := e.h.ListenPacket("udp6", fmt.Sprintf("[::1]:%d", port))
+			if err != nil {
+				t.Fatal(err)
+			}
+			go serveUDPSizes(pc6)
+			cmds := []string{
+				fmt.Sprintf("udpbig 192.0.2.254:%d 1400 1473 3000 65507", port),
+				fmt.Sprintf("udpbig [2001:db8::fe]:%d 1400 1453 3000 65527", port),
+			}
+			r := e.run(t, append([]string{"--config-net", "-m", "1500", "--"}, e.peer(cmds...)...)...)
+			mustSucceed(t, "UDP answers larger than the MTU", r)
+			wantDone(t, r.Stdout, cmds...)
 		})
 	}
 }

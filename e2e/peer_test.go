@@ -27,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/netip"
@@ -516,6 +517,15 @@ func (p *peer) command(f []string) (string, error) {
 		}
 		defer c.Close()
 		return "", udpEcho(c, count)
+	case "udpbig":
+		// udpbig ADDR SIZE...: one datagram asks the server (serveUDPSizes)
+		// for datagrams of SIZE bytes each, which must all arrive whole.
+		c, err := dialRetry("udp", arg(1))
+		if err != nil {
+			return "", err
+		}
+		defer c.Close()
+		return "", udpSizesCheck(c, f[2:])
 	case "dns":
 		if len(f) < 4 {
 			return "", fmt.Errorf("want dns SERVER NAME WANT..., got %q", f)
@@ -782,4 +792,47 @@ func bench(addr string, n int64, dir string) (string, error) {
 		return "", fmt.Errorf("direction %q: want up or down", dir)
 	}
 	return fmt.Sprintf("%.6f", time.Since(start).Seconds()), nil
+}
+
+// udpSizesCheck sends the sizes wanted (decimal, space-separated) on c and
+// wants a datagram of each size back, in any order, within 5 s.
+func udpSizesCheck(c net.Conn, sizes []string) error {
+	want := map[int]bool{}
+	for _, s := range sizes {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return fmt.Errorf("udpbig: size %q: %w", s, err)
+		}
+		want[n] = true
+	}
+	if _, err := c.Write([]byte(strings.Join(sizes, " "))); err != nil {
+		return err
+	}
+	buf := make([]byte, 65536)
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for len(want) > 0 {
+		n, err := c.Read(buf)
+		if err != nil {
+			return fmt.Errorf("udpbig: still waiting for sizes %v: %w", slices.Sorted(maps.Keys(want)), err)
+		}
+		delete(want, n)
+	}
+	return nil
+}
+
+// serveUDPSizes answers each datagram, a list of sizes, with a datagram
+// of each size.
+func serveUDPSizes(pc net.PacketConn) {
+	buf := make([]byte, 65536)
+	for {
+		n, from, err := pc.ReadFrom(buf)
+		if err != nil {
+			return
+		}
+		for _, s := range strings.Fields(string(buf[:n])) {
+			if k, err := strconv.Atoi(s); err == nil && k >= 0 && k <= 65527 {
+				pc.WriteTo(make([]byte, k), from)
+			}
+		}
+	}
 }

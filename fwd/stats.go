@@ -18,7 +18,7 @@ const (
 	DropDestination                    // destination we do not forward (multicast, broadcast, link-local)
 	DropTableFull                      // flow table at capacity
 	DropHostSocket                     // host socket could not be opened or refused the data, or two host peers look alike to the namespace
-	DropTooBig                         // host datagram larger than the namespace MTU
+	DropTooBig                         // host datagram larger than a frame toward the namespace holds
 	DropLinkFull                       // link did not take the frame
 	DropNoFlow                         // TCP segment for no connection (answered with a reset)
 	NumDropReasons

@@ -242,8 +242,7 @@ func udpBurst(last int) int {
 
 // receive turns one recvmmsg batch of host datagrams into frames, received
 // straight into the transmit buffers behind room for the headers.
-// Datagrams larger than the namespace MTU allows are dropped and counted:
-// like pasta, the engine never fragments.
+// Datagrams larger than udpMaxPayload are dropped and counted.
 func (u *udpTr) receive(e *Engine, idx int32) {
 	f := e.flow(idx)
 	off := l4Offset(f.v6) + header.UDPMinimumSize
@@ -274,11 +273,21 @@ func (u *udpTr) receive(e *Engine, idx int32) {
 	f.Deadline = e.now + udpTimeoutReply
 }
 
-// udpMaxPayload is the largest datagram toward the namespace: one that
-// fits its MTU, since the engine never fragments. The transmit buffers
-// (frameMax) may be larger, for GSO frames, so they do not bound it.
+// udpMaxPayload is the largest datagram toward the namespace: the largest
+// an IP packet can carry, as far as the transmit buffers hold it. A
+// datagram larger than the namespace's MTU goes as one frame larger than
+// the MTU, as pasta sends it: the engine does not fragment, and a TAP
+// hands the namespace's stack frames of any size, which takes them (the
+// MTU bounds what an interface sends, not what it receives). Dropping
+// them instead lost every DNS answer over 1472 bytes at MTU 1500, and any
+// datagram over 65493 bytes at MTU 65520. Without a virtio-net header the
+// buffers hold MTU-sized frames only, and bound it.
 func (e *Engine) udpMaxPayload(v6 bool) int {
-	return e.mtu + header.EthernetMinimumSize - l4Offset(v6) - header.UDPMinimumSize
+	ipMax := 65535 - header.IPv4MinimumSize - header.UDPMinimumSize // total length
+	if v6 {
+		ipMax = 65535 - header.UDPMinimumSize // payload length
+	}
+	return min(ipMax, e.frameMax-l4Offset(v6)-header.UDPMinimumSize)
 }
 
 // udpFrame completes b, a transmit buffer holding n payload bytes for flow
