@@ -75,10 +75,16 @@ func (u *udpTr) open(e *Engine, p *packet) int32 {
 }
 
 // hostSocket opens, binds and connects the host socket of flow f, to
-// f.HostAddr port f.DstPort (f is flow idx). It binds to port first to keep the namespace's
-// source port (UDP) or echo identifier (ping sockets) where that port is
-// free on the host, and falls back to an ephemeral one. The socket is
-// registered with epoll for the flow.
+// f.HostAddr port f.DstPort (f is flow idx). It binds to port first to keep
+// the namespace's source port (UDP) or echo identifier (ping sockets), and
+// falls back to an ephemeral one where the host will not have it. UDP
+// sockets bind with SO_REUSEADDR, as pasta's do: a namespace socket that
+// talks to two peers, or sends from a port gopasta forwards (a VPN or
+// STUN endpoint), keeps its port for each, since every flow socket and
+// the forwarded port's listener share it, and the kernel hands a datagram
+// to the socket connected to its sender first. Ping sockets do not: their
+// replies are matched by identifier alone. The socket is registered with
+// epoll for the flow.
 func (e *Engine) hostSocket(idx int32, typ, proto int, port uint16) (fd int, err error) {
 	f := e.flow(idx)
 	v6 := f.HostAddr.Is6()
@@ -114,6 +120,11 @@ func (e *Engine) hostSocket(idx int32, typ, proto int, port uint16) (fd int, err
 	}
 	if ifname != "" {
 		if err = e.sys.bindToDevice(fd, ifname); err != nil {
+			return fd, err
+		}
+	}
+	if port != 0 && typ == unix.SOCK_DGRAM && proto == 0 {
+		if err = e.sys.setsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
 			return fd, err
 		}
 	}

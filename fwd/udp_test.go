@@ -57,6 +57,37 @@ func TestUDPEcho(t *testing.T) {
 	}
 }
 
+// TestUDPSourcePortShared: one namespace port talking to two host peers
+// keeps its port toward both: each flow's socket binds it, with
+// SO_REUSEADDR, as pasta's do. (A forwarded port's listener, which binds
+// with SO_REUSEADDR too, shares it the same way.)
+func TestUDPSourcePortShared(t *testing.T) {
+	h := newHostNS(t)
+	if !h.isNew {
+		t.Skip("needs a fresh network namespace, where the port is certainly free")
+	}
+	const nsPort = 47115
+	seen := make(chan netip.AddrPort, 4)
+	record := func(pc *net.UDPConn, msg []byte, from netip.AddrPort) {
+		seen <- from
+		pc.WriteToUDPAddrPort(msg, from)
+	}
+	a := h.udpServe("127.0.0.1:0", record)
+	b := h.udpServe("127.0.0.1:0", record)
+	e, l := newTestEngine(t, Options{})
+	h.start(e)
+	ns, gw := netip.MustParseAddr("10.0.2.100"), netip.MustParseAddr("10.0.2.2")
+	for _, port := range []uint16{a, b} {
+		l.inject(udpFrame(ns, gw, nsPort, port, []byte("hi")))
+		if p := parseOut(t, l.next(t, 5*time.Second, nil)); p.sport != port || p.dport != nsPort {
+			t.Errorf("reply %d -> %d, want %d -> %d", p.sport, p.dport, port, nsPort)
+		}
+		if from := <-seen; from.Port() != nsPort {
+			t.Errorf("server on port %d saw source port %d, want %d (kept for every peer)", port, from.Port(), nsPort)
+		}
+	}
+}
+
 // TestUDPBatchAndFlows sends several flows' datagrams in one batch, mixed
 // with malformed frames, and checks every good datagram is answered and
 // every bad one counted.
