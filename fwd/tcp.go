@@ -46,7 +46,7 @@ const (
 	tcpRTOInitial  = 200 * int64(1e6)
 	tcpRTOMax      = 10 * int64(1e9)
 	tcpMaxRetries  = 10
-	tcpSynTimeout  = 10 * int64(1e9) // host connect() for the namespace's SYN not done yet
+	tcpSynTimeout  = 10 * int64(1e9) // host connect() for the namespace's SYN not done yet: drop the attempt
 	tcpIdleTimeout = 7200 * int64(1e9)
 	tcpDupAcks     = 3
 	tcpSegBatch    = txFrames // segments per peek
@@ -823,7 +823,15 @@ func (t *tcpTr) timer(e *Engine, idx int32) {
 	f := e.flow(idx)
 	switch {
 	case c.state == tcpConnecting:
-		t.sendFlags(e, idx, header.TCPFlagRST|header.TCPFlagACK, 0)
+		// The host's connect() got no answer in tcpSynTimeout: give up
+		// this attempt without a word to the namespace, as a lost SYN.
+		// A reset would tell its application "refused" at 10 s where
+		// the peer is only silent; instead its stack retransmits the
+		// SYN (at 15, 31 and 63 s on Linux), each retransmission tries
+		// the host again (a peer that answers late is still reached),
+		// and if none is answered the application gets "timed out" from
+		// its own stack, as pasta leaves it. The flow and its socket are
+		// held for one attempt only, not for the namespace's whole wait.
 		e.sys.abort(f.Fd)
 		e.closeFlow(idx)
 		return
