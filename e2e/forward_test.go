@@ -187,6 +187,32 @@ func TestForwardBeyondFileLimit(t *testing.T) {
 	}
 }
 
+// TestForwardUDPSourcePort: a namespace socket's source port is kept on
+// the host side of a spliced -U flow (as pasta keeps it), and over the
+// TAP by a socket sending from a port gopasta forwards with -u: protocols
+// that answer to where a datagram came from (a VPN's handshake, STUN,
+// SIP) see the same port on both sides.
+func TestForwardUDPSourcePort(t *testing.T) {
+	for _, u := range nstest.Users() {
+		t.Run(u.Name, func(t *testing.T) {
+			e := newEnv(t, u, hostSetup{})
+			pc, err := e.h.ListenPacket("udp4", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			go serveUDPWho(pc)
+			port := pc.LocalAddr().(*net.UDPAddr).Port
+			cmds := []string{
+				fmt.Sprintf("udpwho 127.0.0.1:%d 40123", port),   // spliced through -U
+				fmt.Sprintf("udpwho 192.0.2.254:%d 40124", port), // over the TAP, from a -u port
+			}
+			r := e.run(t, append([]string{"--config-net", "-U", strconv.Itoa(port), "-u", "40124", "-T", "none", "-t", "none", "--"}, e.peer(cmds...)...)...)
+			mustSucceed(t, "UDP source ports kept", r)
+			wantDone(t, r.Stdout, cmds...)
+		})
+	}
+}
+
 // TestForwardNoSplice: with --no-splice a host connection from
 // loopback to a -t port takes the TAP path, so the namespace sees it come
 // from the gateway; without, it is spliced and comes from the namespace

@@ -526,6 +526,36 @@ func (p *peer) command(f []string) (string, error) {
 		}
 		defer c.Close()
 		return "", udpSizesCheck(c, f[2:])
+	case "udpwho":
+		// udpwho ADDR PORT: from local port PORT, ask the server
+		// (serveUDPWho) which source port it saw; it must be PORT.
+		la := &net.UDPAddr{Port: int(num(2))}
+		var c net.Conn
+		var err error
+		for try := 0; try < 50; try++ {
+			if c, err = net.DialUDP("udp", la, net.UDPAddrFromAddrPort(netip.MustParseAddrPort(arg(1)))); err == nil {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err != nil {
+			return "", err
+		}
+		defer c.Close()
+		buf := make([]byte, 64)
+		for try := 0; try < 5; try++ {
+			c.Write([]byte("who"))
+			c.SetReadDeadline(time.Now().Add(time.Second))
+			n, err := c.Read(buf)
+			if err != nil {
+				continue
+			}
+			if got := string(buf[:n]); got != arg(2) {
+				return "", fmt.Errorf("udpwho: the server saw source port %s, want %s", got, arg(2))
+			}
+			return "", nil
+		}
+		return "", errors.New("udpwho: no answer")
 	case "dns":
 		if len(f) < 4 {
 			return "", fmt.Errorf("want dns SERVER NAME WANT..., got %q", f)
@@ -834,5 +864,17 @@ func serveUDPSizes(pc net.PacketConn) {
 				pc.WriteTo(make([]byte, k), from)
 			}
 		}
+	}
+}
+
+// serveUDPWho answers each datagram with the source port it came from.
+func serveUDPWho(pc net.PacketConn) {
+	buf := make([]byte, 64)
+	for {
+		_, from, err := pc.ReadFrom(buf)
+		if err != nil {
+			return
+		}
+		pc.WriteTo([]byte(strconv.Itoa(from.(*net.UDPAddr).Port)), from)
 	}
 }

@@ -49,8 +49,10 @@ type UDPListener struct {
 	// in the listener's namespace): local is the address the peer sent
 	// to. nil: sock.Reply on the loop's thread.
 	Reply func(local, peer netip.AddrPort) (int, error)
-	// Dial opens the other side's socket, connected to the target.
-	Dial func() (int, error)
+	// Dial opens the other side's socket, connected to the target; peer
+	// is the flow's peer on the listener's side, whose port the socket
+	// should keep (sock.DialUDPFrom).
+	Dial func(peer netip.AddrPort) (int, error)
 }
 
 // ListenerID names a listener for RemoveListener.
@@ -398,7 +400,7 @@ func (f *Forwarder) udpFromListener(slot int32, local, peer netip.AddrPort, data
 		f.log.Debug("splice: udp reply socket", "peer", peer, "err", err)
 		return false
 	}
-	b, err := l.udp.Dial()
+	b, err := l.udp.Dial(peer)
 	if err != nil {
 		unix.Close(a)
 		f.ctr.udpDrops.Add(1)

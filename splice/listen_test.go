@@ -249,7 +249,7 @@ func udpListenerTo(t *testing.T, r *rig, lo netip.Addr, dst netip.AddrPort) neti
 	}
 	local := netip.AddrPortFrom(lo, uint16(port))
 	if _, err := r.f.AddUDPListener(UDPListener{Fd: fd, V6: lo.Is6(), Local: local,
-		Dial: func() (int, error) { return sock.Dial(true, dst) }}); err != nil {
+		Dial: func(peer netip.AddrPort) (int, error) { return sock.DialUDPFrom(dst, peer.Port()) }}); err != nil {
 		t.Fatalf("AddUDPListener: %v", err)
 	}
 	return local

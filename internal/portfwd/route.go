@@ -79,10 +79,10 @@ func (pf *Forwarder) register(p listenPlan, fd int) (closer, error) {
 	} else if !p.nsSide {
 		dst = pf.spliceTarget(p.V6, netip.Addr{}, p.toPort)
 	}
-	dial := func() (int, error) { return pf.dial(!p.nsSide, p.UDP, dst) }
 	var id splice.ListenerID
 	var err error
 	if p.UDP {
+		dial := func(peer netip.AddrPort) (int, error) { return pf.dialUDP(!p.nsSide, dst, peer.Port()) }
 		l := splice.UDPListener{Fd: fd, V6: p.V6, Local: netip.AddrPortFrom(p.Addr, p.Port), Ifname: p.Ifname, Dial: dial}
 		if p.nsSide {
 			// A peer's own socket lives where the listener does.
@@ -96,6 +96,7 @@ func (pf *Forwarder) register(p listenPlan, fd int) (closer, error) {
 		}
 		id, err = pf.sp.AddUDPListener(l)
 	} else {
+		dial := func() (int, error) { return pf.dial(!p.nsSide, false, dst) }
 		id, err = pf.sp.AddTCPListener(splice.TCPListener{Fd: fd, Dial: dial})
 	}
 	if err != nil {
@@ -147,6 +148,20 @@ func (pf *Forwarder) dial(intoNS, udp bool, dst netip.AddrPort) (int, error) {
 	return fd, err
 }
 
+// dialUDP is dial for a spliced UDP flow, keeping the peer's source port
+// (sock.DialUDPFrom) where the other side lets it have it.
+func (pf *Forwarder) dialUDP(intoNS bool, dst netip.AddrPort, port uint16) (int, error) {
+	if !intoNS {
+		return sock.DialUDPFrom(dst, port)
+	}
+	var fd int
+	err := pf.cfg.InNS(func() (err error) {
+		fd, err = sock.DialUDPFrom(dst, port)
+		return err
+	})
+	return fd, err
+}
+
 // spliceHook takes the engine's loopback peers. It runs on the engine's
 // thread and must not wait: a TCP connection that a pooled namespace
 // socket can serve is connected and handed to the splice forwarder right
@@ -187,7 +202,13 @@ func (pf *Forwarder) slowPath() {
 			}
 		case c := <-pf.slow:
 			dst := pf.spliceTarget(c.V6, c.ToAddr, c.ToPort)
-			other, err := pf.dial(true, c.UDP, dst)
+			var other int
+			var err error
+			if c.UDP {
+				other, err = pf.dialUDP(true, dst, c.Peer.Port())
+			} else {
+				other, err = pf.dial(true, false, dst)
+			}
 			if err != nil {
 				pf.log.Debug("splice: cannot reach the namespace", "dst", dst, "err", err)
 				if c.UDP {

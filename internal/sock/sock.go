@@ -306,6 +306,38 @@ func Reply(local netip.AddrPort, ifname string, peer netip.AddrPort) (int, error
 	return fd, nil
 }
 
+// DialUDPFrom is Dial for UDP keeping the source port a peer used on the
+// other side: the socket binds port (SO_REUSEADDR, so that it may share
+// it with a forwarded port's listener or another flow, as pasta's do)
+// before it connects, and takes an ephemeral port if the port cannot be
+// had. Protocols that answer to where a datagram came from (a VPN's
+// handshake, STUN, SIP) then see the same port on both sides of a
+// spliced flow. Port 0 is Dial.
+func DialUDPFrom(dst netip.AddrPort, port uint16) (int, error) {
+	if port == 0 {
+		return Dial(true, dst)
+	}
+	if !dst.IsValid() || dst.Port() == 0 {
+		return -1, fmt.Errorf("invalid destination %q", dst)
+	}
+	v6 := dst.Addr().Is6() && !dst.Addr().Is4In6()
+	fd, err := socket(v6, unix.SOCK_DGRAM)
+	if err != nil {
+		return -1, fmt.Errorf("socket: %w", err)
+	}
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
+	var sa Addr
+	if unix.Bind(fd, sa.Of(netip.Addr{}, port, v6)) != nil {
+		unix.Close(fd)
+		return Dial(true, dst)
+	}
+	if err := unix.Connect(fd, Sockaddr(dst)); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("connect %s: %w", dst, err)
+	}
+	return fd, nil
+}
+
 // Dial creates a non-blocking socket and starts connecting it to dst:
 // a TCP connection may still be in progress when it returns. TCP sockets
 // get TCP_NODELAY before connecting, so that the SYN already carries it.

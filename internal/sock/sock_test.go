@@ -152,3 +152,51 @@ func TestListenReserve(t *testing.T) {
 		t.Errorf("lowest free descriptor after the refusal: got %d, want %d (the refused socket closed)", got, n+1)
 	}
 }
+
+// TestDialUDPFrom: the socket keeps the port asked for, shared with a
+// socket that holds it with SO_REUSEADDR (a forwarded port's listener),
+// and falls back to an ephemeral port when the port's holder does not
+// share it.
+func TestDialUDPFrom(t *testing.T) {
+	srv, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	dst := srv.LocalAddr().(*net.UDPAddr).AddrPort()
+	shared, err := Listen{UDP: true, Addr: netip.MustParseAddr("127.0.0.1")}.Open() // SO_REUSEADDR
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(shared)
+	exclusive, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer exclusive.Close()
+	port := func(fd int) uint16 {
+		sa, err := unix.Getsockname(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return uint16(sa.(*unix.SockaddrInet4).Port)
+	}
+	exclusivePort := uint16(exclusive.LocalAddr().(*net.UDPAddr).Port)
+	for _, tc := range []struct {
+		name     string
+		port     uint16
+		wantSame bool
+	}{
+		{"shared with a listener", port(shared), true},
+		{"held without SO_REUSEADDR", exclusivePort, false},
+	} {
+		fd, err := DialUDPFrom(dst, tc.port)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got := port(fd); (got == tc.port) != tc.wantSame || got == 0 {
+			t.Errorf("%s: got source port %d, want %d kept: %v", tc.name, got, tc.port, tc.wantSame)
+		}
+		unix.Close(fd)
+	}
+}
