@@ -79,17 +79,33 @@ func TestUDPTimeout(t *testing.T) {
 		t.Errorf("%d host sockets left open, want 0", len(d.sys.open))
 	}
 
-	// Once the host side answered, the flow lives 120 s.
+	// One query and one answer (DNS) is not a stream: 30 s, as pasta
+	// and conntrack.
 	d.cycle(udpFrame(ns4, ext, 1000, 53, []byte("q")))
-	d.e.flow(d.e.ft.active[0]).Flags |= flagReplied
+	f := d.e.flow(d.e.ft.active[0])
+	d.e.udpActivity(f, false) // the host's answer
+	d.advance(29 * time.Second)
+	if got := d.e.FlowCount(); got != 1 {
+		t.Fatalf("answered query: gone after 29 s, want kept until 30 s")
+	}
+	d.advance(2 * time.Second)
+	if got := d.e.FlowCount(); got != 0 {
+		t.Fatalf("answered query: FlowCount = %d after 31 s, want 0 (one answer is no stream)", got)
+	}
+
+	// Once answered and either side sent again, the flow is a stream
+	// and lives 120 s.
+	d.cycle(udpFrame(ns4, ext, 1000, 53, []byte("q")))
+	f = d.e.flow(d.e.ft.active[0])
+	d.e.udpActivity(f, false)
 	d.cycle(udpFrame(ns4, ext, 1000, 53, []byte("q")))
 	d.advance(100 * time.Second)
 	if got := d.e.FlowCount(); got != 1 {
-		t.Fatalf("replied flow gone after 100 s, want kept until 120 s")
+		t.Fatalf("stream gone after 100 s, want kept until 120 s")
 	}
 	d.advance(21 * time.Second)
 	if got := d.e.FlowCount(); got != 0 {
-		t.Fatalf("replied flow FlowCount = %d after 121 s, want 0", got)
+		t.Fatalf("stream FlowCount = %d after 121 s, want 0", got)
 	}
 }
 

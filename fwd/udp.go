@@ -9,19 +9,45 @@ import (
 	"github.com/gopasta/gopasta/internal/header"
 )
 
-// UDP flows follow conntrack's timeouts, as pasta: short while only the
-// namespace talked (a query that got no answer), longer once the host side
-// answered.
+// UDP flows follow conntrack's timeouts, as pasta: 30 s, and 120 s once a
+// flow is a stream, its target having answered and either side having sent
+// more than once. A query and its one answer (DNS) is not a stream: its
+// flow, and its host socket, go after 30 s idle, not 120.
 const (
-	udpTimeout      = 30 * int64(1e9)
-	udpTimeoutReply = 120 * int64(1e9)
+	udpTimeout       = 30 * int64(1e9)
+	udpTimeoutStream = 120 * int64(1e9)
 	udpBatch        = 64 // datagrams per sendmmsg / recvmmsg
 	// udpBurstBytes bounds the payload of one recvmmsg batch toward the
 	// namespace (see udpBurst).
 	udpBurstBytes = 64 << 10
 
-	flagReplied uint32 = 1 << 0 // traffic went both ways
+	// Flow.Flags of a UDP flow: who opened it, and whether each side
+	// sent once or more (counted per batch of datagrams, as pasta does).
+	flagHostInit  uint32 = 1 << 0 // the host side sent first (a forwarded port)
+	flagInitSent  uint32 = 1 << 1 // the initiator sent
+	flagInitMore  uint32 = 1 << 2 // ... more than once
+	flagReplied   uint32 = 1 << 3 // the target answered
+	flagReplyMore uint32 = 1 << 4 // ... more than once
 )
+
+// udpActivity records a batch of datagrams from one side of flow f
+// (fromNS: the namespace's) and moves its deadline.
+func (e *Engine) udpActivity(f *Flow, fromNS bool) {
+	if fromNS == (f.Flags&flagHostInit == 0) {
+		if f.Flags&flagInitSent != 0 {
+			f.Flags |= flagInitMore
+		}
+		f.Flags |= flagInitSent
+	} else if f.Flags&flagReplied != 0 {
+		f.Flags |= flagReplyMore
+	} else {
+		f.Flags |= flagReplied
+	}
+	f.Deadline = e.now + udpTimeout
+	if f.Flags&flagReplied != 0 && f.Flags&(flagInitMore|flagReplyMore) != 0 {
+		f.Deadline = e.now + udpTimeoutStream
+	}
+}
 
 // udpTr translates UDP: one flow per (namespace address/port, destination
 // address/port), each with a connected host socket, so the kernel does the
@@ -198,11 +224,7 @@ func (u *udpTr) frames(e *Engine, idx int32, pkts []*packet) {
 		}
 		sent += m
 	}
-	if f.Flags&flagReplied != 0 {
-		f.Deadline = e.now + udpTimeoutReply
-	} else {
-		f.Deadline = e.now + udpTimeout
-	}
+	e.udpActivity(f, true)
 }
 
 // udpChecksumOK verifies a datagram's checksum (0 is "none" in IPv4 only).
@@ -280,8 +302,7 @@ func (u *udpTr) receive(e *Engine, idx int32) {
 		w++
 	}
 	f.udpLast = last
-	f.Flags |= flagReplied
-	f.Deadline = e.now + udpTimeoutReply
+	e.udpActivity(f, false)
 }
 
 // udpMaxPayload is the largest datagram toward the namespace: the largest

@@ -120,11 +120,7 @@ func (e *Engine) udpListenerBatch(l *listener) (n, asked int) {
 		fl, meta := e.udpFrame(bs[i], f, ln)
 		e.txCommitFrom(bs, i, w, fl, meta)
 		w++
-		if f.Flags&flagReplied != 0 {
-			f.Deadline = e.now + udpTimeoutReply
-		} else {
-			f.Deadline = e.now + udpTimeout
-		}
+		e.udpActivity(f, false)
 	}
 	return n, len(bs)
 }
@@ -152,6 +148,7 @@ func (e *Engine) udpFromHost(l *listener, local, peer, nsSide, nsPeer netip.Addr
 		return -1
 	}
 	f.Fd = fd
+	f.Flags |= flagHostInit
 	return idx
 }
 
