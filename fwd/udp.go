@@ -16,7 +16,7 @@ import (
 const (
 	udpTimeout       = 30 * int64(1e9)
 	udpTimeoutStream = 120 * int64(1e9)
-	udpBatch        = 64 // datagrams per sendmmsg / recvmmsg
+	udpBatch         = 64 // datagrams per sendmmsg / recvmmsg
 	// udpBurstBytes bounds the payload of one recvmmsg batch toward the
 	// namespace (see udpBurst).
 	udpBurstBytes = 64 << 10
