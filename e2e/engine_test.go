@@ -10,7 +10,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -67,17 +66,8 @@ func TestEngineUDPLargerThanMTU(t *testing.T) {
 	for _, u := range nstest.Users() {
 		t.Run(u.Name, func(t *testing.T) {
 			e := newEnv(t, u, hostSetup{})
-			pc4, err := e.h.ListenPacket("udp4", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			go serveUDPSizes(pc4)
-			port := pc4.LocalAddr().(*net.UDPAddr).Port
-			pc6, err := e.h.ListenPacket("udp6", fmt.Sprintf("[::1]:%d", port))
-			if err != nil {
-				t.Fatal(err)
-			}
-			go serveUDPSizes(pc6)
+			port := e.serveUDPWith(t, "127.0.0.1:0", serveUDPSizes)
+			e.serveUDPWith(t, fmt.Sprintf("[::1]:%d", port), serveUDPSizes)
 			cmds := []string{
 				fmt.Sprintf("udpbig 192.0.2.254:%d 1400 1473 3000 65507", port),
 				fmt.Sprintf("udpbig [2001:db8::fe]:%d 1400 1453 3000 65527", port),

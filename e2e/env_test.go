@@ -176,15 +176,22 @@ func (e *env) serveTCP(t *testing.T, addr, dir string) int {
 // port.
 func (e *env) serveUDP(t *testing.T, addr string) int {
 	t.Helper()
+	return e.serveUDPWith(t, addr, serveUDPEcho)
+}
+
+// serveUDPWith runs serve on a UDP socket bound to addr in the host
+// namespace until the test ends and returns its port.
+func (e *env) serveUDPWith(t *testing.T, addr string, serve func(net.PacketConn)) int {
+	t.Helper()
 	network := "udp4"
 	if strings.HasPrefix(addr, "[") {
 		network = "udp6"
 	}
 	pc, err := e.h.ListenPacket(network, addr)
 	if err != nil {
-		t.Fatalf("UDP echo on %s in the host namespace: %v", addr, err)
+		t.Fatalf("UDP server on %s in the host namespace: %v", addr, err)
 	}
-	go serveUDPEcho(pc)
+	go serve(pc)
 	return pc.LocalAddr().(*net.UDPAddr).Port
 }
 

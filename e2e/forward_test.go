@@ -196,12 +196,7 @@ func TestForwardUDPSourcePort(t *testing.T) {
 	for _, u := range nstest.Users() {
 		t.Run(u.Name, func(t *testing.T) {
 			e := newEnv(t, u, hostSetup{})
-			pc, err := e.h.ListenPacket("udp4", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			go serveUDPWho(pc)
-			port := pc.LocalAddr().(*net.UDPAddr).Port
+			port := e.serveUDPWith(t, "127.0.0.1:0", serveUDPWho)
 			cmds := []string{
 				fmt.Sprintf("udpwho 127.0.0.1:%d 40123", port),   // spliced through -U
 				fmt.Sprintf("udpwho 192.0.2.254:%d 40124", port), // over the TAP, from a -u port

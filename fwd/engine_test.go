@@ -1,17 +1,17 @@
 package fwd
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net"
 	"net/netip"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gopasta/gopasta/internal/nstest"
 )
 
 // driven is an engine driven by the test itself (no Run, no epoll): fake
@@ -210,26 +210,15 @@ func (s failSys) socket(d, t, p int) (int, error) {
 	return s.fakeSys.socket(d, t, p)
 }
 
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
 func TestPingForbiddenWarnsOnce(t *testing.T) {
-	var lb logBuf
+	var lb nstest.SyncBuffer
 	d := newDriven(t, Options{Logger: slog.New(slog.NewTextHandler(&lb, nil))})
 	d.e.sys = failSys{d.sys}
 	for i := range 5 {
 		d.cycle(echoFrame(ns4, gw4, uint16(i), 1, []byte("x")))
 	}
-	if n := strings.Count(lb.b.String(), "ping sockets not permitted"); n != 1 {
-		t.Errorf("warning logged %d times, want once:\n%s", n, lb.b.String())
+	if n := strings.Count(lb.String(), "ping sockets not permitted"); n != 1 {
+		t.Errorf("warning logged %d times, want once:\n%s", n, lb.String())
 	}
 	if st := d.e.Stats(); st.Drops[DropHostSocket] != 5 || d.e.FlowCount() != 0 {
 		t.Errorf("host-socket drops %d, flows %d; want 5 and 0", st.Drops[DropHostSocket], d.e.FlowCount())

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gopasta/gopasta/internal/header"
+	"github.com/gopasta/gopasta/internal/nstest"
 )
 
 // The TCP tests drive the engine by hand (handleFrames, socket events from
@@ -1573,7 +1574,7 @@ func (noMemInfo) sendSpace(int) (int, error) { return 0, unix.ENOPROTOOPT }
 // be read, the namespace is offered no window, and the log says why once.
 func TestTCPNoSendSpaceWarnsOnce(t *testing.T) {
 	fs := newFakeStream(t, true)
-	var lb logBuf
+	var lb nstest.SyncBuffer
 	fs.e.log = slog.New(slog.NewTextHandler(&lb, nil))
 	fs.e.sys = noMemInfo{fs.ss}
 	seq := fs.iss + 1
@@ -1582,8 +1583,8 @@ func TestTCPNoSendSpaceWarnsOnce(t *testing.T) {
 		seq += 10
 	}
 	fs.e.flush()
-	if n := strings.Count(lb.b.String(), "SO_MEMINFO"); n != 1 {
-		t.Errorf("warning logged %d times, want once:\n%s", n, lb.b.String())
+	if n := strings.Count(lb.String(), "SO_MEMINFO"); n != 1 {
+		t.Errorf("warning logged %d times, want once:\n%s", n, lb.String())
 	}
 	if fs.c.wndToNS != 0 {
 		t.Errorf("window offered %d, want 0", fs.c.wndToNS)

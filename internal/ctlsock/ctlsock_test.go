@@ -20,6 +20,7 @@ import (
 
 	"github.com/gopasta/gopasta/internal/fwdrule"
 	"github.com/gopasta/gopasta/internal/logging"
+	"github.com/gopasta/gopasta/internal/nstest"
 	"github.com/gopasta/gopasta/internal/pestowire"
 )
 
@@ -387,7 +388,7 @@ func FuzzServe(f *testing.F) {
 	f.Add(update(fwdrule.Table{Pif: fwdrule.PifHost, Rules: []fwdrule.Rule{r, r}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		ft := newFake()
-		var logBuf syncBuffer
+		var logBuf nstest.SyncBuffer
 		log, _, err := logging.New(logging.Options{Stderr: &logBuf})
 		if err != nil {
 			t.Fatal(err)
@@ -432,25 +433,6 @@ func fileConn(t *testing.T, fd int) *net.UnixConn {
 	return c.(*net.UnixConn)
 }
 
-// syncBuffer is a log destination the server goroutine writes while the
-// test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestLogInjection: an interface name is 15 arbitrary bytes the client
 // chooses, and rules are logged both when an update is applied and when
 // one is refused. Control characters in it must not reach the log as
@@ -470,7 +452,7 @@ func TestLogInjection(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			var buf syncBuffer
+			var buf nstest.SyncBuffer
 			log, _, err := logging.New(logging.Options{Stderr: &buf})
 			if err != nil {
 				t.Fatal(err)

@@ -65,7 +65,7 @@ const PipeGrace = 3 * time.Second
 // Proc is a command running in the background.
 type Proc struct {
 	cmd            *exec.Cmd
-	stdout, stderr syncBuffer
+	stdout, stderr SyncBuffer
 	done           chan struct{}
 	res            Result
 }
@@ -161,18 +161,21 @@ func start(ctx context.Context, cmd *exec.Cmd) (*Proc, error) {
 	return p, nil
 }
 
-type syncBuffer struct {
+// SyncBuffer is a bytes.Buffer that one goroutine (a process's output, a
+// logger) writes while another reads.
+type SyncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
+func (s *SyncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
 }
 
-func (s *syncBuffer) String() string {
+// String is what was written so far.
+func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
