@@ -48,6 +48,16 @@ func (d *driven) cycle(frames ...[]byte) {
 	d.e.reap()
 }
 
+// hostAnswers delivers one datagram from the host on the first flow's
+// socket, through the UDP translator's receive path.
+func (d *driven) hostAnswers() {
+	d.sys.replies = 1
+	d.e.tr[protoUDP].(*udpTr).receive(d.e, d.e.ft.active[0])
+	if d.sys.replies != 0 {
+		panic("hostAnswers: the answer was not read")
+	}
+}
+
 func (d *driven) advance(dt time.Duration) {
 	d.now = d.now.Add(dt)
 	d.cycle()
@@ -82,8 +92,7 @@ func TestUDPTimeout(t *testing.T) {
 	// One query and one answer (DNS) is not a stream: 30 s, as pasta
 	// and conntrack.
 	d.cycle(udpFrame(ns4, ext, 1000, 53, []byte("q")))
-	f := d.e.flow(d.e.ft.active[0])
-	d.e.udpActivity(f, false) // the host's answer
+	d.hostAnswers()
 	d.advance(29 * time.Second)
 	if got := d.e.FlowCount(); got != 1 {
 		t.Fatalf("answered query: gone after 29 s, want kept until 30 s")
@@ -96,8 +105,7 @@ func TestUDPTimeout(t *testing.T) {
 	// Once answered and either side sent again, the flow is a stream
 	// and lives 120 s.
 	d.cycle(udpFrame(ns4, ext, 1000, 53, []byte("q")))
-	f = d.e.flow(d.e.ft.active[0])
-	d.e.udpActivity(f, false)
+	d.hostAnswers()
 	d.cycle(udpFrame(ns4, ext, 1000, 53, []byte("q")))
 	d.advance(100 * time.Second)
 	if got := d.e.FlowCount(); got != 1 {

@@ -120,6 +120,9 @@ type fakeSys struct {
 	next int
 	open map[int]bool
 	sent int
+	// replies is how many 1-byte datagrams recvmmsg hands out, as if the
+	// host answered on a flow's socket.
+	replies int
 }
 
 func newFakeSys() *fakeSys { return &fakeSys{next: 1 << 20, open: map[int]bool{}} }
@@ -134,8 +137,18 @@ func (s *fakeSys) connect(int, unix.Sockaddr) error          { return nil }
 func (s *fakeSys) setsockoptInt(int, int, int, int) error    { return nil }
 func (s *fakeSys) bindToDevice(int, string) error            { return nil }
 func (s *fakeSys) sendmmsg(fd int, m []mmsghdr) (int, error) { s.sent += len(m); return len(m), nil }
-func (s *fakeSys) recvmmsg(int, []mmsghdr) (int, error)      { return 0, unix.EAGAIN }
-func (s *fakeSys) watch(int, int32, uint32, uint32) error    { return nil }
+func (s *fakeSys) recvmmsg(_ int, m []mmsghdr) (int, error) {
+	n := min(s.replies, len(m))
+	if n == 0 {
+		return 0, unix.EAGAIN
+	}
+	s.replies -= n
+	for i := range n {
+		m[i].n, m[i].hdr.Flags = 1, 0
+	}
+	return n, nil
+}
+func (s *fakeSys) watch(int, int32, uint32, uint32) error { return nil }
 func (s *fakeSys) recvmsg(int, []byte, []byte, int) (int, int, int, error) {
 	return 0, 0, 0, unix.EAGAIN
 }

@@ -22,7 +22,8 @@ const (
 	udpBurstBytes = 64 << 10
 
 	// Flow.Flags of a UDP flow: who opened it, and whether each side
-	// sent once or more (counted per batch of datagrams, as pasta does).
+	// sent once or more, counted as pasta counts: per batch on the flow's
+	// own socket and from the namespace, per datagram on a listener.
 	flagHostInit  uint32 = 1 << 0 // the host side sent first (a forwarded port)
 	flagInitSent  uint32 = 1 << 1 // the initiator sent
 	flagInitMore  uint32 = 1 << 2 // ... more than once

@@ -81,9 +81,8 @@ const DefaultTimeout = 10 * time.Second
 // Backlog is how many clients may wait while one is served.
 const Backlog = 4
 
-// MaxPathLen is the longest usable path: sun_path holds 108 bytes, the
-// last a NUL.
-const MaxPathLen = 107
+// MaxPathLen is the longest usable path (pestowire.MaxPathLen).
+const MaxPathLen = pestowire.MaxPathLen
 
 // PathError is a control socket path that cannot be used.
 type PathError struct {
@@ -120,7 +119,7 @@ func checkName(path string) error {
 	if path == "" || len(path) > MaxPathLen {
 		return &PathError{Path: path, Reason: fmt.Sprintf("invalid configuration path (1 to %d bytes)", MaxPathLen), Err: ErrInvalidPath}
 	}
-	if len(sockName(path)) > MaxPathLen {
+	if len(pestowire.SocketName(path)) > MaxPathLen {
 		return &PathError{Path: path, Reason: fmt.Sprintf("invalid configuration path (1 to %d bytes when it starts with @)", MaxPathLen-2), Err: ErrInvalidPath}
 	}
 	for i := 0; i < len(path); i++ {
@@ -137,16 +136,6 @@ func checkName(path string) error {
 		return &PathError{Path: path, Reason: dir + " is not a directory", Err: syscall.ENOTDIR}
 	}
 	return nil
-}
-
-// sockName is path as a socket address names it. A leading '@' would
-// make Go's conversion put the socket in the abstract namespace, where no
-// file mode guards it: "./" keeps it the file it names.
-func sockName(path string) string {
-	if strings.HasPrefix(path, "@") {
-		return "./" + path
-	}
-	return path
 }
 
 // stale checks what is at path: nothing (false), a stale socket to
@@ -167,7 +156,7 @@ func stale(path string) (bool, error) {
 		return false, &PathError{Path: path, Reason: errText(err), Err: err}
 	}
 	defer unix.Close(fd)
-	err = unix.Connect(fd, &unix.SockaddrUnix{Name: sockName(path)})
+	err = unix.Connect(fd, &unix.SockaddrUnix{Name: pestowire.SocketName(path)})
 	if err == nil || !(errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ECONNREFUSED) || errors.Is(err, unix.EACCES)) {
 		return false, &PathError{Path: path, Reason: "already in use", Err: ErrInUse}
 	}
@@ -257,7 +246,7 @@ func (s *Server) listen() error {
 	if err != nil {
 		return fail("opening its directory", err)
 	}
-	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: sockName(path)}); err != nil {
+	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: pestowire.SocketName(path)}); err != nil {
 		unix.Close(dirfd)
 		return fail("bind", err)
 	}

@@ -35,9 +35,6 @@ import (
 	"github.com/gopasta/gopasta/internal/pestowire"
 )
 
-// maxPath is sun_path's room for a path (108 bytes with the NUL).
-const maxPath = 107
-
 const usageText = `Usage: %s [OPTION]... PATH
 
 Show or change the port forwarding rules of a running gopasta or pasta
@@ -165,13 +162,8 @@ func (c *client) run(args []string) error {
 	}
 	path := pos[0]
 	c.debugf("debug on, control socket %q", path)
-	// PATH names a file, as for pasta's pesto; Go would take a leading
-	// '@' for the abstract namespace, where anyone may be listening.
-	name := path
-	if strings.HasPrefix(path, "@") {
-		name = "./" + path
-	}
-	if path == "" || len(name) > maxPath {
+	name := pestowire.SocketName(path)
+	if path == "" || len(name) > pestowire.MaxPathLen {
 		return msgf("Invalid socket path \"%s\"", path)
 	}
 	conn, err := dial(name)

@@ -30,9 +30,27 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/gopasta/gopasta/internal/fwdrule"
 )
+
+// MaxPathLen is the longest control socket path: sun_path holds 108 bytes,
+// the last of which is the terminating NUL.
+const MaxPathLen = 107
+
+// SocketName is the control socket's path as a socket address names it,
+// for the server's bind and for its clients' connect alike. The path
+// always names a file, as in pasta: Go's socket-address conversion would
+// take a leading '@' for the abstract namespace, where no file mode guards
+// the socket and anyone may be listening, so "./" keeps it a file. The
+// result may be two bytes longer than path; check it against MaxPathLen.
+func SocketName(path string) string {
+	if strings.HasPrefix(path, "@") {
+		return "./" + path
+	}
+	return path
+}
 
 // Protocol constants.
 const (

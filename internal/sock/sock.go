@@ -188,22 +188,18 @@ var ErrListenReserve = fmt.Errorf("%w (the last descriptors are kept for connect
 // file could not open theirs. A quarter of the limit, at least 64 and at
 // most 4096, stays for those. Descriptors are allocated lowest first, so a
 // new socket's number is a lower bound of how many are open.
-var listenCeiling = func() func() int {
-	// Read at start-up (after the runtime raised the soft limit to the
-	// hard one): listeners also open once the sandbox's system call
-	// filter is on, and it does not allow getrlimit.
-	c := ceilingOf(unix.RLIMIT_NOFILE)
-	return func() int { return c }
-}()
-
-func ceilingOf(resource int) int {
+//
+// It is read at start-up (after the runtime raised the soft limit to the
+// hard one): listeners also open once the sandbox's system call filter is
+// on, and it does not allow getrlimit.
+var listenCeiling = func() int {
 	var rl unix.Rlimit
-	if err := unix.Getrlimit(resource, &rl); err != nil || rl.Cur > 1<<30 {
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil || rl.Cur > 1<<30 {
 		return 1 << 30
 	}
 	limit := int(rl.Cur)
 	return limit - min(max(limit/4, 64), 4096)
-}
+}()
 
 // Open creates, binds and (for TCP) listens on l's socket, non-blocking.
 // It refuses with ErrListenReserve (an EMFILE) a socket that would leave
@@ -225,7 +221,7 @@ func (l Listen) Open() (int, error) {
 		unix.Close(fd)
 		return -1, err
 	}
-	if fd >= listenCeiling() {
+	if fd >= listenCeiling {
 		return fail(ErrListenReserve)
 	}
 	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)

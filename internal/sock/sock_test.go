@@ -137,7 +137,7 @@ func TestListenReserve(t *testing.T) {
 	}
 	n := lowest()
 	saved := listenCeiling
-	listenCeiling = func() int { return n + 1 }
+	listenCeiling = n + 1
 	defer func() { listenCeiling = saved }()
 
 	first, err := Listen{Addr: netip.MustParseAddr("127.0.0.1")}.Open()
