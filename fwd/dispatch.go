@@ -55,10 +55,10 @@ func (e *Engine) handleFrames(frames [][]byte) {
 			e.pcap.frame(e.nowT, fr)
 		}
 		p := &e.pkts[n]
+		p.csumDone = csumDone // kept by classify, for learnMAC
 		if !e.classify(fr, p) {
 			continue
 		}
-		p.csumDone = csumDone
 		t := e.tr[protoOf(p.proto)]
 		if t == nil {
 			e.drop(DropProtocol)
@@ -120,11 +120,11 @@ func (e *Engine) classify(fr []byte, p *packet) bool {
 		e.drop(DropEtherType)
 		return false
 	}
-	if src := eth.Src(); !header.IsMulticastMAC(src) {
-		copy(e.nsMAC[:], src)
-	}
 	switch eth.Type() {
 	case header.EtherTypeARP:
+		if header.ARP(eth.Payload()).IsValid() {
+			e.learnMAC(fr, nil)
+		}
 		e.respond(arpReply, fr)
 		return false
 	case header.EtherTypeIPv4:
@@ -152,6 +152,49 @@ func (e *Engine) respond(r responder, fr []byte) {
 	if n := r(e.p, fr, out); n > 0 {
 		e.txCommit(n)
 	}
+}
+
+// learnMAC takes the namespace's MAC address from the source of frame fr,
+// a well-formed one: a valid ARP packet (p nil), or an IP packet whose
+// headers and transport checksum check out (p), whether or not the engine
+// has a use for it (the namespace's first frames are often MLD reports and
+// duplicate address probes, which teach us its address all the same). A
+// malformed frame must change nothing: learnt from one, every frame toward
+// the namespace went to an address its interface does not have, and its
+// kernel discarded them all until the namespace happened to send a valid
+// frame. A new address is rare (the namespace changed its interface's), so
+// only then is the transport checksum verified here, ahead of the
+// translators' own check.
+func (e *Engine) learnMAC(fr []byte, p *packet) {
+	src := header.Ethernet(fr).Src()
+	if header.IsMulticastMAC(src) || string(src) == string(e.nsMAC[:]) {
+		return
+	}
+	if p != nil && !l4ChecksumOK(p) {
+		return
+	}
+	copy(e.nsMAC[:], src)
+}
+
+// l4ChecksumOK verifies the transport checksum of a packet whose IP header
+// is valid; protocols the engine does not know have none it can check.
+func l4ChecksumOK(p *packet) bool {
+	l4 := p.l4data()
+	switch {
+	case p.csumDone:
+		return true
+	case p.proto == header.ProtocolTCP:
+		return tcpChecksumOK(p)
+	case p.proto == header.ProtocolUDP:
+		return header.UDP(l4).IsValid() && udpChecksumOK(p, header.UDP(l4))
+	case p.proto == header.ProtocolICMPv6 && p.v6:
+		ip := header.IPv6(p.ip())
+		return header.Checksum(l4, header.PseudoHeaderChecksum(header.ProtocolICMPv6,
+			ip.SrcSlice(), ip.DstSlice(), uint32(len(l4)))) == 0xffff
+	case p.proto == header.ProtocolICMPv4 && !p.v6:
+		return header.Checksum(l4, 0) == 0xffff
+	}
+	return false
 }
 
 // completeChecksum finishes a partial transport checksum the way a device
@@ -193,6 +236,7 @@ func (e *Engine) classify4(fr []byte, p *packet) bool {
 		l4:  header.EthernetMinimumSize + ip.HeaderLength(),
 		end: header.EthernetMinimumSize + int(ip.TotalLength()),
 		src: ip.Src(), dst: ip.Dst(), proto: ip.Protocol(),
+		csumDone: p.csumDone,
 	}
 	return e.classifyL4(p)
 }
@@ -221,6 +265,7 @@ func (e *Engine) classify6(fr []byte, p *packet) bool {
 		l4:  header.EthernetMinimumSize + t.Offset,
 		end: header.EthernetMinimumSize + header.IPv6MinimumSize + int(ip.PayloadLength()),
 		src: ip.Src(), dst: ip.Dst(), proto: t.Protocol, v6: true,
+		csumDone: p.csumDone,
 	}
 	return e.classifyL4(p)
 }
@@ -228,6 +273,7 @@ func (e *Engine) classify6(fr []byte, p *packet) bool {
 // classifyL4 checks the transport header, serves DHCP/DHCPv6/NDP and picks
 // out what goes to a translator.
 func (e *Engine) classifyL4(p *packet) bool {
+	e.learnMAC(p.frame, p)
 	l4 := p.l4data()
 	switch p.proto {
 	case header.ProtocolUDP:

@@ -108,3 +108,56 @@ func TestCompleteChecksum(t *testing.T) {
 		}
 	}
 }
+
+// TestNamespaceMACFromDroppedFrames: a frame the engine drops as malformed
+// must not change where frames toward the namespace go. Learning the
+// namespace's MAC address from such a frame sent every frame after it to
+// an address the namespace's interface does not have, whose kernel then
+// discarded them all until the namespace happened to send a valid frame.
+func TestNamespaceMACFromDroppedFrames(t *testing.T) {
+	foreign := []byte{0x02, 0, 0x5e, 0x10, 0x20, 0x30}
+	from := func(fr []byte) []byte {
+		fr = bytes.Clone(fr)
+		copy(fr[6:12], foreign)
+		return fr
+	}
+	badIPSum := udpFrame(ns4, gw4, 1000, 53, []byte("q"))
+	badIPSum[header.EthernetMinimumSize+10] ^= 0xff
+	badUDPSum := udpFrame(ns4, gw4, 1000, 53, []byte("q"))
+	badUDPSum[len(badUDPSum)-1] ^= 0xff
+	badEcho := echoFrame(ns6, gw6, 1, 1, []byte("ping"))
+	badEcho[len(badEcho)-1] ^= 0xff
+	badARP := append(ethHdr(header.EtherTypeARP), make([]byte, header.ARPSize)...)
+	tests := []struct {
+		name    string
+		frame   []byte
+		learned bool // the frame is valid: the namespace changed its address
+	}{
+		{"unknown EtherType", append(ethHdr(0x88b5), make([]byte, 46)...), false},
+		{"IPv4 cut short", udpFrame(ns4, gw4, 1000, 53, nil)[:header.EthernetMinimumSize+10], false},
+		{"IPv4 header checksum", badIPSum, false},
+		{"UDP checksum", badUDPSum, false},
+		{"ICMPv6 checksum", badEcho, false},
+		{"ARP hardware length 0", badARP, false},
+		{"valid UDP", udpFrame(ns4, gw4, 1000, 53, []byte("q")), true},
+		// Valid but of no use to the engine: still the namespace's.
+		{"valid mDNS to multicast", udpFrame(ns6, netip.MustParseAddr("ff02::fb"), 5353, 5353, []byte("q")), true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := newDriven(t, Options{})
+			d.cycle(udpFrame(ns4, gw4, 999, 53, []byte("hello")))
+			if got := d.e.nsMAC[:]; !bytes.Equal(got, nsMAC) {
+				t.Fatalf("after a valid frame: namespace MAC %x, want %x", got, []byte(nsMAC))
+			}
+			d.cycle(from(tc.frame))
+			want := []byte(nsMAC)
+			if tc.learned {
+				want = foreign
+			}
+			if got := d.e.nsMAC[:]; !bytes.Equal(got, want) {
+				t.Errorf("after a frame (%s) from %x: namespace MAC %x, want %x", tc.name, foreign, got, want)
+			}
+		})
+	}
+}
