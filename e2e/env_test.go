@@ -369,6 +369,44 @@ func (a *agent) do(timeout time.Duration, args ...string) (string, error) {
 	return "", fmt.Errorf("%q: %s", args, strings.TrimPrefix(out, "err "))
 }
 
+// bg starts a command in the agent's background (the peer's bg command)
+// under the name id; waitBg collects its answer.
+func (a *agent) bg(t *testing.T, id string, args ...string) {
+	t.Helper()
+	a.must(t, 10*time.Second, append([]string{"bg", id}, args...)...)
+}
+
+// waitBg waits up to timeout for the answer of the background command id
+// and returns what it answered after "ok".
+func (a *agent) waitBg(id string, timeout time.Duration) (string, error) {
+	var out string
+	err := nstest.WaitFor(timeout, func() error {
+		var done bool
+		var err error
+		if out, done, err = a.pollBg(id); done {
+			return nstest.Stop(err)
+		}
+		if err := a.gone(); err != nil {
+			return nstest.Stop(err)
+		}
+		return fmt.Errorf("no answer to background command %s", id)
+	})
+	return out, err
+}
+
+// pollBg says whether the background command id has answered, and if so
+// what it answered after "ok", or its error.
+func (a *agent) pollBg(id string) (out string, done bool, err error) {
+	b, err := os.ReadFile(filepath.Join(a.dir, "bg-"+id))
+	if err != nil {
+		return "", false, nil
+	}
+	if rest, ok := strings.CutPrefix(string(b), "ok "); ok {
+		return rest, true, nil
+	}
+	return "", true, fmt.Errorf("background command %s: %s", id, strings.TrimPrefix(string(b), "err "))
+}
+
 // must is do, failing the test on an error.
 func (a *agent) must(t *testing.T, timeout time.Duration, args ...string) string {
 	t.Helper()

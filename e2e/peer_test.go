@@ -36,6 +36,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -448,6 +449,15 @@ func writeFileAtomic(dir, name, content string) error {
 type peer struct {
 	dir       string // where 'S' streams report; "" for nowhere
 	listeners map[string]net.Listener
+	mu        sync.Mutex  // guards held: bg commands run at the same time
+	held      []io.Closer // what sink and stall keep open until release
+}
+
+// hold keeps c open until the release command.
+func (p *peer) hold(c io.Closer) {
+	p.mu.Lock()
+	p.held = append(p.held, c)
+	p.mu.Unlock()
 }
 
 // command runs one peer command and returns its result:
@@ -478,6 +488,23 @@ type peer struct {
 //	                         how many ms
 //	addrs                    the namespace's global addresses
 //	links                    the namespace's interface names, comma-separated
+//	bg ID CMD...             runs CMD in the background (agent mode only) and
+//	                         writes its answer to DIR/bg-ID like a res-N file,
+//	                         so several commands can run at once
+//	hostile MS SEED PORTS    writes crafted and malformed frames to the TAP
+//	                         through AF_PACKET for MS ms (hostileFrames);
+//	                         PORTS (comma-separated) are TCP ports whose live
+//	                         connections get out-of-window segments too; the
+//	                         result counts what was sent
+//	badmac                   writes frames gopasta must drop (foreignMACFrames)
+//	                         from another source MAC address than the TAP's
+//	sink ADDR                a TCP server on ADDR that accepts and never reads
+//	stall ADDR               connects to ADDR and writes until the writes stop
+//	                         taking bytes for a second; the connection stays
+//	                         open until release; the result is the bytes taken
+//	release                  closes what sink and stall hold
+//	ping ADDR                two echo requests with busybox ping; one answer
+//	                         is enough
 func (p *peer) command(f []string) (string, error) {
 	if len(f) == 0 {
 		return "", errors.New("empty command")
@@ -640,6 +667,59 @@ func (p *peer) command(f []string) (string, error) {
 		defer c.Close()
 		how, _, took := expectReset(c, uint64(num(2)))
 		return fmt.Sprintf("%s %d", how, took.Milliseconds()), nil
+	case "bg":
+		if p.dir == "" || len(f) < 3 {
+			return "", fmt.Errorf("want bg ID CMD... in agent mode, got %q", f)
+		}
+		go func() {
+			res, err := p.command(f[2:])
+			if err != nil {
+				res = "err " + err.Error()
+			} else {
+				res = "ok " + res
+			}
+			writeFileAtomic(p.dir, "bg-"+f[1], res)
+		}()
+		return "", nil
+	case "ping":
+		return "", pingCheck(arg(1))
+	case "hostile":
+		return hostileFrames(time.Duration(num(1))*time.Millisecond, uint64(num(2)), arg(3))
+	case "badmac":
+		return foreignMACFrames()
+	case "sink":
+		l, err := net.Listen("tcp", arg(1))
+		if err != nil {
+			return "", err
+		}
+		p.hold(l)
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				p.hold(c)
+			}
+		}()
+		return "", nil
+	case "stall":
+		c, err := dialRetry("tcp", arg(1))
+		if err != nil {
+			return "", err
+		}
+		p.hold(c)
+		n, err := stallWrite(c)
+		return strconv.FormatInt(n, 10), err
+	case "release":
+		p.mu.Lock()
+		held := p.held
+		p.held = nil
+		p.mu.Unlock()
+		for _, c := range held {
+			c.Close()
+		}
+		return strconv.Itoa(len(held)), nil
 	case "addrs":
 		as, err := net.InterfaceAddrs()
 		if err != nil {
