@@ -206,12 +206,15 @@ func Apply(o Options) (*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer root.Close()
 	abi, err := restrictFiles(removeIn)
-	if err != nil {
-		return nil, err
+	if err == nil {
+		err = chrootInto(root)
 	}
-	if err := chrootInto(root); err != nil {
+	// Closed now, not at return: once the filter is on, which is what
+	// an observer takes for "confined", no descriptor names the
+	// directory any more.
+	root.Close()
+	if err != nil {
 		return nil, err
 	}
 
