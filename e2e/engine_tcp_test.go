@@ -120,21 +120,7 @@ func TestEngineTCPChurn(t *testing.T) {
 			ag := e.startAgent(t, "--config-net", "--stats", "1", "-P", pidFile)
 			p := ag.proc
 
-			var pid int
-			err := nstest.WaitFor(20*time.Second, func() error {
-				select {
-				case <-p.Done():
-					r, _ := p.Wait(0)
-					return nstest.Stop(fmt.Errorf("gopasta exited early:\n%s", r))
-				default:
-				}
-				var err error
-				pid, err = nstest.ReadPIDFile(pidFile)
-				return err
-			})
-			if err != nil {
-				t.Fatalf("gopasta pid file: %v", err)
-			}
+			pid := waitPIDFile(t, p, pidFile)
 			before, err := countFDs(pid)
 			if err != nil {
 				t.Fatal(err)

@@ -478,18 +478,11 @@ type hostileGen struct {
 // every kind hostileGen makes to the namespace's TAP, and reads the TAP's
 // traffic to learn gopasta's MAC address and the live connections on ports.
 func hostileFrames(d time.Duration, seed uint64, ports string) (string, error) {
-	ifi, err := tapInterface()
+	ifi, fd, err := tapPacketSocket()
 	if err != nil {
 		return "", err
 	}
-	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_ALL)))
-	if err != nil {
-		return "", fmt.Errorf("AF_PACKET socket: %w", err)
-	}
 	defer unix.Close(fd)
-	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifi.Index}); err != nil {
-		return "", fmt.Errorf("binding to %s: %w", ifi.Name, err)
-	}
 	unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Usec: 100000})
 	g := &hostileGen{
 		r:      rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
@@ -558,13 +551,9 @@ var foreignMAC = net.HardwareAddr{0x02, 0x00, 0x5e, 0x10, 0x20, 0x30}
 // must change nothing: frames toward the namespace still go to the TAP's
 // own address, or its kernel would discard them all as not its own.
 func foreignMACFrames() (string, error) {
-	ifi, err := tapInterface()
+	ifi, fd, err := tapPacketSocket()
 	if err != nil {
 		return "", err
-	}
-	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_ALL)))
-	if err != nil {
-		return "", fmt.Errorf("AF_PACKET socket: %w", err)
 	}
 	defer unix.Close(fd)
 	g := &hostileGen{r: rand.New(rand.NewPCG(1, 2)), ourMAC: foreignMAC, gwMAC: net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}}
@@ -585,6 +574,24 @@ func foreignMACFrames() (string, error) {
 		}
 	}
 	return strconv.Itoa(len(frames)), nil
+}
+
+// tapPacketSocket opens an AF_PACKET socket bound to the namespace's TAP
+// (tapInterface), which reads all its traffic and writes whole frames.
+func tapPacketSocket() (*net.Interface, int, error) {
+	ifi, err := tapInterface()
+	if err != nil {
+		return nil, -1, err
+	}
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_ALL)))
+	if err != nil {
+		return nil, -1, fmt.Errorf("AF_PACKET socket: %w", err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifi.Index}); err != nil {
+		unix.Close(fd)
+		return nil, -1, fmt.Errorf("binding to %s: %w", ifi.Name, err)
+	}
+	return ifi, fd, nil
 }
 
 // tapInterface is the namespace's interface that is not loopback.
