@@ -75,6 +75,15 @@ type SpliceConn struct {
 	// Data holds the UDP datagrams that arrived on the listener before
 	// the flow had its own socket; send them first.
 	Data [][]byte
+	// Local (UDP) is the listener address the peer sent to: with Peer,
+	// the flow's name.
+	Local netip.AddrPort
+	// Late (UDP): Data are datagrams of a peer handed over a moment ago
+	// that reached the listener after its own socket was connected (the
+	// kernel chose the listener for them just before); Fd is -1. They
+	// belong on the flow made for that hand-over, whose name Local and
+	// Peer give; a hook that cannot find it returns false.
+	Late bool
 }
 
 // SpliceHook takes a loopback connection. It runs on the engine's thread
@@ -91,7 +100,14 @@ type listener struct {
 	active     bool
 	acceptedIn uint64 // the engine cycle of the last accept (sock.AcceptBudget)
 	udpLast    uint32 // UDP: the largest datagram of the last batch (udpBurst)
+	// UDP: loopback peers handed to the splice hook, until when their
+	// datagrams on the listener are late ones (udplisten.go).
+	handed    map[handedKey]int64
+	handedMax int // sweep expired entries when handed grows to this
 }
+
+// handedKey names a spliced UDP flow on its listener.
+type handedKey struct{ local, peer netip.AddrPort }
 
 // listenTable is the engine's listener state (Engine.lst).
 type listenTable struct {

@@ -2,6 +2,7 @@ package fwd
 
 import (
 	"net/netip"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -23,6 +24,14 @@ import (
 // default size.
 const spliceDrainRounds = 32
 
+// spliceLateWindow is how long after a hand-over a datagram of the same
+// peer on the listener counts as late (SpliceConn.Late) rather than as the
+// start of a new flow. The kernel queues such a datagram on the listener
+// within microseconds of the peer's socket being connected, a little later
+// on a busy machine; after the window the peer's socket is gone (its flow
+// closed) if the listener hears from the peer again.
+const spliceLateWindow = int64(500 * time.Millisecond)
+
 // udpListenerRead moves datagrams from a UDP listener, received straight
 // into transmit buffers behind room for the headers, and hands new loopback
 // peers to the splice hook.
@@ -32,18 +41,24 @@ const spliceDrainRounds = 32
 // before wait in the listener's queue, behind the ones read already. They
 // must be among the flow's early datagrams, which the splice forwarder
 // sends before anything the flow's socket received: read later, they would
-// make a flow of their own, from another port on the namespace's side, and
 // arrive after newer datagrams. So once a batch made such a socket,
 // reading goes on until a batch that began after its connect leaves the
 // queue empty (comes back short), and only then are the peers handed over.
+//
+// That is not quite enough: the kernel picks the socket for a datagram
+// and queues it on that socket in two steps, and a datagram for which it
+// picked the listener just before the connect may be queued after the
+// short batch. Such a datagram is late: it goes to the hook marked so,
+// for the flow already made (the splice forwarder sends it on that flow,
+// out of order but from the right port), never to a second flow, whose
+// socket, bound and connected like the first, would take the rest of the
+// peer's datagrams from it.
 func (e *Engine) udpListenerRead(l *listener) {
 	t := &e.lst
 	t.hand = t.hand[:0]
 	made := false
 	for range spliceDrainRounds {
-		before := len(t.hand)
-		n, asked := e.udpListenerBatch(l)
-		created := len(t.hand) > before
+		n, asked, created := e.udpListenerBatch(l)
 		made = made || created
 		if !created && (!made || n < asked) {
 			break
@@ -51,7 +66,14 @@ func (e *Engine) udpListenerRead(l *listener) {
 	}
 	for i := range t.hand {
 		c := &t.hand[i]
-		if !t.hook(c) {
+		switch {
+		case t.hook(c):
+			if !c.Late {
+				e.handedOver(l, c.Local, c.Peer)
+			}
+		case c.Late:
+			e.drop(DropHostSocket)
+		default:
 			e.sys.close(c.Fd)
 		}
 		t.hand[i] = SpliceConn{}
@@ -59,9 +81,27 @@ func (e *Engine) udpListenerRead(l *listener) {
 	t.hand = t.hand[:0]
 }
 
+// handedOver notes that the flow of peer to local on l has its own socket
+// now, so that its datagrams still reaching l for a moment are late ones.
+func (e *Engine) handedOver(l *listener, local, peer netip.AddrPort) {
+	if l.handed == nil {
+		l.handed = make(map[handedKey]int64)
+	}
+	if len(l.handed) >= l.handedMax {
+		for p, until := range l.handed {
+			if e.now >= until {
+				delete(l.handed, p)
+			}
+		}
+		l.handedMax = max(64, 2*len(l.handed))
+	}
+	l.handed[handedKey{local, peer}] = e.now + spliceLateWindow
+}
+
 // udpListenerBatch moves one recvmmsg batch from a UDP listener: how many
-// datagrams it read, of how many it asked for.
-func (e *Engine) udpListenerBatch(l *listener) (n, asked int) {
+// datagrams it read, of how many it asked for, and whether a loopback peer
+// got its own socket.
+func (e *Engine) udpListenerBatch(l *listener) (n, asked int, created bool) {
 	t := &e.lst
 	off := l4Offset(l.V6) + header.UDPMinimumSize
 	maxPay := e.udpMaxPayload(l.V6)
@@ -79,7 +119,7 @@ func (e *Engine) udpListenerBatch(l *listener) (n, asked int) {
 	}
 	n, err := e.sys.recvmmsg(l.Fd, t.msgs[:len(bs)])
 	if err != nil || n == 0 {
-		return 0, len(bs)
+		return 0, len(bs), false
 	}
 	to, toOK := target(l)
 	w := 0
@@ -95,7 +135,7 @@ func (e *Engine) udpListenerBatch(l *listener) (n, asked int) {
 		peer := sock.AddrPortOf(&t.names[i])
 		local := netip.AddrPortFrom(sock.PktDst(t.ctl[i][:m.hdr.Controllen], l.Local.Addr()), l.Local.Port())
 		if t.canSplice(l, peer.Addr()) {
-			e.spliceDatagram(l, local, peer, bs[i][off:off+ln])
+			created = e.spliceDatagram(l, local, peer, bs[i][off:off+ln]) || created
 			continue
 		}
 		from, ok := e.inboundPeer(peer.Addr(), l.V6)
@@ -122,7 +162,7 @@ func (e *Engine) udpListenerBatch(l *listener) (n, asked int) {
 		w++
 		e.udpActivity(f, false)
 	}
-	return n, len(bs)
+	return n, len(bs), created
 }
 
 // udpFromHost opens the flow of a new host peer on listener l.
@@ -169,24 +209,33 @@ func (e *Engine) udpReplySocket(l *listener, local, peer netip.AddrPort) (int, e
 }
 
 // spliceDatagram queues a loopback datagram for the splice hook: the first
-// of a peer in this listener event gets a reply socket, later ones join its
-// data.
+// of a peer in this listener event gets a reply socket (and it reports
+// true), later ones join its data; one of a peer handed over a moment ago
+// is late (udpListenerRead).
 // The copies allocate, once per datagram that arrives before the flow has
 // its own socket; the flow's traffic afterwards never passes here.
-func (e *Engine) spliceDatagram(l *listener, local, peer netip.AddrPort, data []byte) {
+func (e *Engine) spliceDatagram(l *listener, local, peer netip.AddrPort, data []byte) bool {
 	t := &e.lst
 	cp := append([]byte(nil), data...)
 	for i := range t.hand {
-		if t.hand[i].Peer == peer {
+		if t.hand[i].Peer == peer && t.hand[i].Local == local {
 			t.hand[i].Data = append(t.hand[i].Data, cp)
-			return
+			return false
 		}
+	}
+	c := SpliceConn{Fd: -1, UDP: true, V6: l.V6, Peer: peer, Local: local,
+		ToAddr: l.SpliceTo, ToPort: l.ToPort, Data: [][]byte{cp}}
+	if until, ok := l.handed[handedKey{local, peer}]; ok && e.now < until {
+		c.Late = true
+		t.hand = append(t.hand, c)
+		return false
 	}
 	fd, err := e.udpReplySocket(l, local, peer)
 	if err != nil {
 		e.drop(DropHostSocket)
-		return
+		return false
 	}
-	t.hand = append(t.hand, SpliceConn{Fd: fd, UDP: true, V6: l.V6, Peer: peer,
-		ToAddr: l.SpliceTo, ToPort: l.ToPort, Data: [][]byte{cp}})
+	c.Fd = fd
+	t.hand = append(t.hand, c)
+	return true
 }

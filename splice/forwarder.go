@@ -26,6 +26,8 @@ const (
 	kindTCP
 	kindUDP
 	kindListen
+	// kindUDPLate is never an epoll tag: a pendingAdd of LateUDP.
+	kindUDPLate
 )
 
 func tag(kind, side int, slot int, gen uint32) unix.EpollEvent {
@@ -106,13 +108,16 @@ type Forwarder struct {
 	base     time.Time
 	timerOn  bool
 	udpBatch *mmsgBatch
+	keyed    map[UDPKey]int32 // flows added with AddUDPPeer, by name (udp.go)
 }
 
 type pendingAdd struct {
 	kind  int
 	fd    [2]int
 	pipes [2]*pipe
-	data  [][]byte // UDP: early datagrams for fd[1] (AddUDP)
+	data  [][]byte // UDP: early datagrams for fd[1] (AddUDP), or late ones (LateUDP)
+	key   UDPKey   // UDP: the flow's name for LateUDP, if keyed
+	keyed bool
 }
 
 // NewForwarder probes the pipe size and sets up epoll. It does not start
@@ -342,6 +347,8 @@ func (f *Forwarder) takePending() {
 			f.startTCP(p)
 		case kindUDP:
 			f.startUDP(p)
+		case kindUDPLate:
+			f.udpLate(p)
 		}
 		*p = pendingAdd{}
 	}

@@ -35,6 +35,9 @@ type udpFlow struct {
 	lis  int32
 	lgen uint32
 	peer netip.AddrPort
+	// A flow added with AddUDPPeer: its name in Forwarder.keyed.
+	key   UDPKey
+	keyed bool
 }
 
 // mmsgBatch is the loop's one set of datagram buffers, shared by all flows
@@ -70,7 +73,7 @@ func newMmsgBatch(n int) *mmsgBatch {
 // before a existed (on an unconnected listening socket): the flow takes
 // them over and sends them on b, in order, before anything a receives.
 func (f *Forwarder) AddUDP(a, b int, early ...[]byte) error {
-	if err := f.addUDP(a, b, early); err != nil {
+	if err := f.addUDP(a, b, early, UDPKey{}, false); err != nil {
 		closeFd(a)
 		if b != a {
 			closeFd(b)
@@ -80,11 +83,63 @@ func (f *Forwarder) AddUDP(a, b int, early ...[]byte) error {
 	return nil
 }
 
-func (f *Forwarder) addUDP(a, b int, early [][]byte) error {
+// UDPKey names a flow whose first datagrams came through an unconnected
+// socket that other peers share (a forwarded port's listener): the address
+// the peer sent to and the peer.
+type UDPKey struct {
+	Local, Peer netip.AddrPort
+}
+
+// AddUDPPeer is AddUDP for a flow that a caller made from a shared
+// listening socket: the flow is known by key until it closes, so that
+// datagrams of the peer that still reach the listening socket after a has
+// been connected can join it (LateUDP) rather than start a flow of their
+// own. Such late datagrams exist: the kernel may have chosen the listening
+// socket for a datagram just before a was connected and queue it there
+// just after its reader last looked.
+func (f *Forwarder) AddUDPPeer(key UDPKey, a, b int, early ...[]byte) error {
+	if err := f.addUDP(a, b, early, key, true); err != nil {
+		closeFd(a)
+		if b != a {
+			closeFd(b)
+		}
+		return err
+	}
+	return nil
+}
+
+// LateUDP sends datagrams that reached a listening socket after the
+// flow named key (AddUDPPeer) had its own socket on that flow's other side,
+// after what the flow holds for it; there is no other way to keep them on
+// the flow's source port. Their order relative to what the flow's own
+// socket received meanwhile is lost, as it was lost in the kernel. They are
+// counted as dropped when no such flow is open (any more). Safe from any
+// goroutine; calls after AddUDPPeer from the same goroutine are ordered
+// after it. The forwarder keeps data.
+func (f *Forwarder) LateUDP(key UDPKey, data ...[]byte) error {
+	if len(data) == 0 {
+		return nil
+	}
+	return f.enqueue(pendingAdd{kind: kindUDPLate, key: key, keyed: true, data: data})
+}
+
+// udpLate is LateUDP on the loop.
+func (f *Forwarder) udpLate(p *pendingAdd) {
+	s, ok := f.keyed[p.key]
+	if !ok || !f.udp.Items[s].active {
+		f.ctr.udpDrops.Add(uint64(len(p.data)))
+		return
+	}
+	for _, d := range p.data {
+		f.udpSendOther(int(s), d)
+	}
+}
+
+func (f *Forwarder) addUDP(a, b int, early [][]byte, key UDPKey, keyed bool) error {
 	if err := f.admitUDP(a, b); err != nil {
 		return err
 	}
-	if err := f.enqueue(pendingAdd{kind: kindUDP, fd: [2]int{a, b}, data: early}); err != nil {
+	if err := f.enqueue(pendingAdd{kind: kindUDP, fd: [2]int{a, b}, data: early, key: key, keyed: keyed}); err != nil {
 		f.reservedUDP.Add(-1)
 		return err
 	}
@@ -145,6 +200,19 @@ func (f *Forwarder) startUDP(p *pendingAdd) int {
 	u.pend[1] = p.data
 	if len(p.data) > 0 {
 		u.seen[0] = true
+	}
+	if p.keyed {
+		if f.keyed == nil {
+			f.keyed = map[UDPKey]int32{}
+		}
+		if old, ok := f.keyed[p.key]; ok && f.udp.Items[old].active {
+			// A second flow under one name: the caller made two sockets
+			// for one peer. The older one keeps its own socket's datagrams
+			// but no longer takes late ones.
+			f.udp.Items[old].keyed = false
+		}
+		u.key, u.keyed = p.key, true
+		f.keyed[p.key] = s32
 	}
 	f.ctr.udpActive.Add(1)
 	f.ctr.udpTotal.Add(1)
@@ -324,6 +392,10 @@ func mmsg(trap uintptr, fd int, msgs []unix.Mmsghdr, flags int) (int, error) {
 func (f *Forwarder) udpClose(slot int) {
 	u := &f.udp.Items[slot]
 	f.forgetFlow(u)
+	if u.keyed {
+		delete(f.keyed, u.key)
+		u.keyed = false
+	}
 	f.ctr.udpDrops.Add(uint64(len(u.pend[0]) + len(u.pend[1])))
 	u.pend = [2][][]byte{}
 	for side := 0; side < 2; side++ {

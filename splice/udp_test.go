@@ -300,6 +300,70 @@ func TestUDPEarlyDatagrams(t *testing.T) {
 	}
 }
 
+// TestUDPLateDatagrams: datagrams handed over as late (LateUDP) go out on
+// the flow of their name, after its early ones, in the order given; those
+// named for no flow, or for a closed one, are counted as dropped and sent
+// nowhere.
+func TestUDPLateDatagrams(t *testing.T) {
+	f := newRig(t, Options{UDPTimeout: time.Second, UDPReplyTimeout: time.Second})
+	lo := netip.MustParseAddr("127.0.0.1")
+	client, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(lo, 0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	srv, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(lo, 0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	srv.SetDeadline(deadlineIn())
+	a, err := sock.Reply(netipMust("127.0.0.1:0"), "", addrPort(t, client.LocalAddr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := sock.Dial(true, addrPort(t, srv.LocalAddr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := UDPKey{Local: netipMust("127.0.0.1:4000"), Peer: addrPort(t, client.LocalAddr())}
+	other := UDPKey{Local: key.Local, Peer: netipMust("127.0.0.1:1")}
+	if err := f.f.AddUDPPeer(key, a, b, []byte("early")); err != nil {
+		t.Fatalf("AddUDPPeer: %v", err)
+	}
+	for _, late := range [][][]byte{{[]byte("late 1"), nil}, {[]byte("late 2")}} {
+		if err := f.f.LateUDP(key, late...); err != nil {
+			t.Fatalf("LateUDP: %v", err)
+		}
+	}
+	if err := f.f.LateUDP(other, []byte("nobody's")); err != nil {
+		t.Fatalf("LateUDP: %v", err)
+	}
+	buf := make([]byte, 100)
+	var from netip.AddrPort
+	for i, want := range []string{"early", "late 1", "", "late 2"} {
+		n, addr, err := srv.ReadFromUDPAddrPort(buf)
+		if err != nil || string(buf[:n]) != want {
+			t.Fatalf("datagram %d: got %q, %v; want %q", i, buf[:n], err, want)
+		}
+		if i > 0 && addr != from {
+			t.Fatalf("datagram %d: from %v, want %v (the flow's socket)", i, addr, from)
+		}
+		from = addr
+	}
+	waitFor(t, "the drop of the datagram of no flow", testTimeout, func() bool { return f.f.Stats().UDPDrops == 1 })
+	// Once the flow timed out, its name takes no more datagrams.
+	waitFor(t, "the flow's timeout", testTimeout, func() bool { return f.f.Stats().UDPActive == 0 })
+	if err := f.f.LateUDP(key, []byte("after")); err != nil {
+		t.Fatalf("LateUDP: %v", err)
+	}
+	waitFor(t, "the drop of the datagram after the flow", testTimeout, func() bool { return f.f.Stats().UDPDrops == 2 })
+	srv.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	if n, err := srv.Read(buf); err == nil {
+		t.Fatalf("after the flow closed: got %q, want nothing", buf[:n])
+	}
+}
+
 // TestUDPFullSendBuffer: a socket whose send buffer fills (a slow link,
 // here a token bucket on the loopback of a namespace of the test's own)
 // makes the flow wait instead of dropping: every datagram arrives, in

@@ -165,7 +165,9 @@ func (pf *Forwarder) dialUDP(intoNS bool, dst netip.AddrPort, port uint16) (int,
 // spliceHook takes the engine's loopback peers. It runs on the engine's
 // thread and must not wait: a TCP connection that a pooled namespace
 // socket can serve is connected and handed to the splice forwarder right
-// here, as pasta does; the rest (UDP, an empty pool) goes to slowPath.
+// here, as pasta does; the rest (UDP, an empty pool) goes to slowPath,
+// late UDP datagrams too, so that they reach the forwarder after the flow
+// they belong to.
 func (pf *Forwarder) spliceHook(c *fwd.SpliceConn) bool {
 	if pool := pf.pool.Load(); !c.UDP && pool != nil {
 		dst := pf.spliceTarget(c.V6, c.ToAddr, c.ToPort)
@@ -195,12 +197,20 @@ func (pf *Forwarder) slowPath() {
 			for {
 				select {
 				case c := <-pf.slow:
-					unix.Close(c.Fd)
+					if c.Fd >= 0 {
+						unix.Close(c.Fd)
+					}
 				default:
 					return
 				}
 			}
 		case c := <-pf.slow:
+			if c.Late {
+				if err := pf.sp.LateUDP(splice.UDPKey{Local: c.Local, Peer: c.Peer}, c.Data...); err != nil {
+					pf.log.Debug("splice: udp", "err", err)
+				}
+				continue
+			}
 			dst := pf.spliceTarget(c.V6, c.ToAddr, c.ToPort)
 			var other int
 			var err error
@@ -234,7 +244,7 @@ func (pf *Forwarder) bridge(c *fwd.SpliceConn, other int) {
 		}
 		return
 	}
-	if err := pf.sp.AddUDP(c.Fd, other, c.Data...); err != nil {
+	if err := pf.sp.AddUDPPeer(splice.UDPKey{Local: c.Local, Peer: c.Peer}, c.Fd, other, c.Data...); err != nil {
 		pf.log.Debug("splice: udp", "err", err)
 	}
 }
