@@ -9,6 +9,7 @@
 package sock
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -291,15 +292,76 @@ func Reply(local netip.AddrPort, ifname string, peer netip.AddrPort) (int, error
 		la = netip.Addr{}
 	}
 	var sa Addr
-	err = unix.Bind(fd, sa.Of(la, local.Port(), v6))
+	err = onlyFrom(fd, peer)
+	if err == nil {
+		err = unix.Bind(fd, sa.Of(la, local.Port(), v6))
+	}
 	if err == nil {
 		err = unix.Connect(fd, sa.Of(peer.Addr(), peer.Port(), v6))
+	}
+	if err == nil {
+		err = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_DETACH_FILTER, 0)
 	}
 	if err != nil {
 		unix.Close(fd)
 		return -1, err
 	}
 	return fd, nil
+}
+
+// onlyFrom makes UDP socket fd drop every datagram that does not come from
+// peer, for the moment between its bind and its connect. A socket bound
+// to a port that a listening socket shares (SO_REUSEADDR) takes the port's
+// datagrams from every sender in that moment: the kernel prefers it to a
+// listener bound to any address, and to one bound to the same address
+// because it is the newer. What it took there would be carried as the
+// peer's. Dropped here, a stranger's datagram is lost, as on any full
+// queue, rather than delivered under another sender's name. Once the
+// socket is connected, the kernel gives it the peer's datagrams only, and
+// the filter can go (SO_DETACH_FILTER), so that the data path does not run
+// it.
+//
+// The filter runs where the kernel queues a datagram on the socket, with
+// the UDP header at offset 0 and the IP header reachable at SKF_NET_OFF.
+func onlyFrom(fd int, peer netip.AddrPort) error {
+	const (
+		ld   = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
+		ldh  = unix.BPF_LD | unix.BPF_H | unix.BPF_ABS
+		jeq  = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
+		ret  = unix.BPF_RET | unix.BPF_K
+		nh   = 0xfff00000 // SKF_NET_OFF (-0x100000) as the 32-bit K
+		all  = 0xffffffff
+		none = 0
+	)
+	a := peer.Addr().Unmap()
+	// The source address: IPv4 header offset 12, IPv6 header offset 8.
+	var words []uint32
+	off := uint32(12)
+	if a.Is4() {
+		b := a.As4()
+		words = []uint32{binary.BigEndian.Uint32(b[:])}
+	} else {
+		b := a.As16()
+		off = 8
+		for i := 0; i < 16; i += 4 {
+			words = append(words, binary.BigEndian.Uint32(b[i:]))
+		}
+	}
+	// Each comparison jumps to the last instruction (drop) on mismatch.
+	n := 2*len(words) + 4
+	prog := make([]unix.SockFilter, 0, n)
+	for i, w := range words {
+		prog = append(prog, unix.SockFilter{Code: ld, K: nh + off + uint32(4*i)})
+		prog = append(prog, unix.SockFilter{Code: jeq, K: w, Jf: uint8(n - len(prog) - 2)})
+	}
+	prog = append(prog,
+		unix.SockFilter{Code: ldh, K: 0}, // the UDP source port
+		unix.SockFilter{Code: jeq, K: uint32(peer.Port()), Jf: 1},
+		unix.SockFilter{Code: ret, K: all},
+		unix.SockFilter{Code: ret, K: none},
+	)
+	return unix.SetsockoptSockFprog(fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER,
+		&unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]})
 }
 
 // DialUDPFrom is Dial for UDP keeping the source port a peer used on the
@@ -322,6 +384,12 @@ func DialUDPFrom(dst netip.AddrPort, port uint16) (int, error) {
 		return -1, fmt.Errorf("socket: %w", err)
 	}
 	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
+	// Between bind and connect the socket would take any sender's
+	// datagrams to port (onlyFrom).
+	if err := onlyFrom(fd, dst); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("SO_ATTACH_FILTER: %w", err)
+	}
 	var sa Addr
 	if unix.Bind(fd, sa.Of(netip.Addr{}, port, v6)) != nil {
 		unix.Close(fd)
@@ -330,6 +398,10 @@ func DialUDPFrom(dst netip.AddrPort, port uint16) (int, error) {
 	if err := unix.Connect(fd, Sockaddr(dst)); err != nil {
 		unix.Close(fd)
 		return -1, fmt.Errorf("connect %s: %w", dst, err)
+	}
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_DETACH_FILTER, 0); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("SO_DETACH_FILTER: %w", err)
 	}
 	return fd, nil
 }

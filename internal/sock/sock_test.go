@@ -2,6 +2,7 @@ package sock
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"testing"
@@ -199,4 +200,122 @@ func TestDialUDPFrom(t *testing.T) {
 		}
 		unix.Close(fd)
 	}
+}
+
+// TestOnlyFrom: a socket bound to a listener's port takes the port's
+// datagrams from every sender until it is connected (the test shows it
+// without the filter); with onlyFrom it takes its peer's only, over IPv4
+// and IPv6, and after Reply's connect the filter is gone.
+func TestOnlyFrom(t *testing.T) {
+	for _, lo := range []string{"127.0.0.1", "::1"} {
+		t.Run(lo, func(t *testing.T) {
+			addr := netip.MustParseAddr(lo)
+			v6 := addr.Is6()
+			lfd, err := socket(v6, unix.SOCK_DGRAM)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer unix.Close(lfd)
+			unix.SetsockoptInt(lfd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
+			var sa Addr
+			if err := unix.Bind(lfd, sa.Of(netip.Addr{}, 0, v6)); err != nil {
+				t.Fatal(err)
+			}
+			lsa, _ := unix.Getsockname(lfd)
+			port := sockPort(lsa)
+			to := netip.AddrPortFrom(addr, port)
+			peer, stranger := udpClient(t, lo), udpClient(t, lo)
+			peerAddr := netip.MustParseAddrPort(peer.LocalAddr().String())
+
+			for _, filter := range []bool{false, true} {
+				fd, err := socket(v6, unix.SOCK_DGRAM)
+				if err != nil {
+					t.Fatal(err)
+				}
+				unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
+				if filter {
+					if err := onlyFrom(fd, peerAddr); err != nil {
+						t.Fatalf("onlyFrom: %v", err)
+					}
+				}
+				if err := unix.Bind(fd, sa.Of(addr, port, v6)); err != nil {
+					t.Fatal(err)
+				}
+				stranger.WriteToUDPAddrPort([]byte("stranger"), to)
+				peer.WriteToUDPAddrPort([]byte("peer"), to)
+				got := readAll(t, fd)
+				unix.Close(fd)
+				want := "[stranger peer]"
+				if filter {
+					want = "[peer]"
+				}
+				if fmt.Sprint(got) != want {
+					if !filter {
+						t.Skipf("without a filter the bound socket got %v, not every sender's: nothing to test on this kernel", got)
+					}
+					t.Fatalf("filter %v: got %v, want %v", filter, got, want)
+				}
+				readAll(t, lfd)
+			}
+
+			// Reply detaches the filter once connected.
+			fd, err := Reply(to, "", peerAddr)
+			if err != nil {
+				t.Fatalf("Reply: %v", err)
+			}
+			defer unix.Close(fd)
+			// SO_GET_FILTER with no buffer reports the number of
+			// instructions attached.
+			var n uint32
+			_, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, unix.SO_GET_FILTER, 0, uintptr(unsafe.Pointer(&n)), 0)
+			if e != 0 || n != 0 {
+				t.Fatalf("after Reply: %d filter instructions attached (%v), want 0", n, e)
+			}
+			peer.WriteToUDPAddrPort([]byte("again"), to)
+			if got := readAll(t, fd); fmt.Sprint(got) != "[again]" {
+				t.Fatalf("Reply's socket: got %v, want [again]", got)
+			}
+		})
+	}
+}
+
+func udpClient(t *testing.T, lo string) *net.UDPConn {
+	t.Helper()
+	c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(netip.MustParseAddr(lo), 0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// readAll is what fd holds once a datagram sent just now had time to
+// arrive.
+func readAll(t *testing.T, fd int) []string {
+	t.Helper()
+	var out []string
+	buf := make([]byte, 100)
+	wait := 200
+	for {
+		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		if k, err := unix.Poll(pfd, wait); err != nil || k == 0 {
+			return out
+		}
+		wait = 20
+		n, _, err := unix.Recvfrom(fd, buf, unix.MSG_DONTWAIT)
+		if err != nil {
+			t.Fatalf("recvfrom: %v", err)
+		}
+		out = append(out, string(buf[:n]))
+	}
+}
+
+func sockPort(sa unix.Sockaddr) uint16 {
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		return uint16(a.Port)
+	case *unix.SockaddrInet6:
+		return uint16(a.Port)
+	}
+	return 0
 }
