@@ -21,13 +21,14 @@ const (
 	DropTooBig                         // host datagram larger than a frame toward the namespace holds
 	DropLinkFull                       // link did not take the frame
 	DropNoFlow                         // TCP segment for no connection (answered with a reset)
+	DropUnacceptable                   // TCP segment outside its connection's sequence space, a reset off the exact number, or an ACK of data never sent (answered with an ACK)
 	NumDropReasons
 )
 
 var dropNames = [NumDropReasons]string{
 	"truncated", "ethertype", "bad-ip", "bad-checksum", "fragment",
 	"bad-transport", "protocol", "destination", "table-full",
-	"host-socket", "too-big", "link-full", "no-flow",
+	"host-socket", "too-big", "link-full", "no-flow", "unacceptable",
 }
 
 func (r DropReason) String() string {

@@ -100,6 +100,9 @@ type tcpConn struct {
 	// recover is seqMax when we last rewound (RFC 6582's recovery point):
 	// duplicate ACKs below it are echoes of that loss, not a new one.
 	recover seqnum.Value
+	// wl1, wl2: the sequence and acknowledgement numbers of the segment
+	// wndFromNS came from (RFC 9293's SND.WL1, SND.WL2).
+	wl1, wl2 seqnum.Value
 }
 
 // tcpTr is the TCP translator.
@@ -363,14 +366,18 @@ func (t *tcpTr) frames(e *Engine, idx int32, pkts []*packet) {
 		fl := th.Flags()
 		seq := seqnum.Value(th.Seq())
 		if fl&header.TCPFlagRST != 0 {
-			// Accept a reset only in the window (RFC 5961's simple
-			// form): a blind reset must not kill the connection.
-			if seq.InWindow(c.seqFromNS, max(c.wndToNS, 1)) || seq == c.seqFromNS ||
-				c.state == tcpSynSent && th.Ack() == uint32(c.isn.Add(1)) {
-				e.sys.abort(f.Fd)
-				e.closeFlow(idx)
+			if t.resetFromNS(e, idx, th, want) {
 				return
 			}
+			continue
+		}
+		if c.state == tcpEstablished && !seq.InWindow(c.seqFromNS-tcpMaxWindow, 2*tcpMaxWindow) {
+			// Further from what we expect than any window we ever
+			// offered, ahead or behind: no stack sends that for this
+			// connection. Neither its ACK nor its window counts; the
+			// answer is our ACK (RFC 9293 3.10.7.4, first check).
+			e.drop(DropUnacceptable)
+			c.flags |= tcpAckPending
 			continue
 		}
 		if c.state == tcpSynSent {
@@ -391,6 +398,14 @@ func (t *tcpTr) frames(e *Engine, idx int32, pkts []*packet) {
 			continue // nothing but SYNs before our SYN-ACK
 		}
 		if fl&header.TCPFlagACK != 0 {
+			if c.state != tcpSynAckSent && c.seqMax.LessThan(seqnum.Value(th.Ack())) {
+				// An ACK of data we never sent: answer with our ACK
+				// and drop the segment, payload and all (RFC 9293
+				// 3.10.7.4, fifth check).
+				e.drop(DropUnacceptable)
+				c.flags |= tcpAckPending
+				continue
+			}
 			if c.state == tcpSynAckSent && th.Ack() != uint32(c.isn.Add(1)) {
 				// Not an answer to our SYN-ACK: refuse it, and its
 				// payload with it (RFC 9293 3.10.7.4).
@@ -502,12 +517,21 @@ func (t *tcpTr) ack(e *Engine, idx int32, th header.TCP) bool {
 		c.seqAckedByNS = a
 		c.retries, c.rto, c.rtoAt = 0, tcpRTOInitial, 0
 		c.wndFromNS = t.scaleWindow(c, th.Window())
+		c.wl1, c.wl2 = seqnum.Value(th.Seq()), a
 		// Data the host sent meanwhile raised an edge we could not use.
 		t.pushToNS(e, idx)
 		return true
 	}
 	oldWnd := c.wndFromNS
-	c.wndFromNS = t.scaleWindow(c, th.Window())
+	// The window counts from the newest segment only (RFC 9293
+	// 3.10.7.4, SND.WL1 and SND.WL2): one that left the namespace
+	// earlier, reordered or forged behind the others, must not shut or
+	// widen it again.
+	if seq := seqnum.Value(th.Seq()); c.seqAckedByNS.LessThanEq(a) &&
+		(c.wl1.LessThan(seq) || c.wl1 == seq && c.wl2.LessThanEq(a)) {
+		c.wndFromNS = t.scaleWindow(c, th.Window())
+		c.wl1, c.wl2 = seq, a
+	}
 	switch {
 	case c.seqAckedByNS.LessThan(a) && a.LessThanEq(c.seqMax):
 		acked := c.seqAckedByNS.Size(a)
@@ -557,6 +581,35 @@ func (t *tcpTr) ack(e *Engine, idx int32, th header.TCP) bool {
 		c.flags |= tcpPushPending // a window update
 	}
 	return e.flow(idx).state == flowActive
+}
+
+// resetFromNS applies a reset from the namespace the way RFC 5961
+// (section 3.2) has a stack apply one, so that a process in the namespace
+// that can forge segments (a raw socket) but does not know a connection's
+// sequence numbers cannot end it with a few hundred guesses: a reset at
+// exactly the next sequence number expected (want: after this batch's
+// in-order data) aborts the connection, and it reports true; one elsewhere
+// in the window gets a challenge ACK, which a stack that really reset
+// answers with a reset at the exact number; the rest are dropped. Before
+// the namespace answered our SYN, a reset counts when it acknowledges the
+// SYN (RFC 9293 3.10.7.3).
+func (t *tcpTr) resetFromNS(e *Engine, idx int32, th header.TCP, want seqnum.Value) bool {
+	c := t.conn(idx)
+	seq := seqnum.Value(th.Seq())
+	abort := seq == want
+	if c.state == tcpSynSent {
+		abort = th.Flags()&header.TCPFlagACK != 0 && th.Ack() == uint32(c.isn.Add(1))
+	}
+	switch {
+	case abort:
+		e.sys.abort(e.flow(idx).Fd)
+		e.closeFlow(idx)
+		return true
+	case c.state == tcpEstablished && seq.InWindow(c.seqFromNS, max(c.wndToNS, 1)):
+		c.flags |= tcpAckPending
+	}
+	e.drop(DropUnacceptable)
+	return false
 }
 
 // consume removes what the namespace acknowledged from the head of the
@@ -1173,7 +1226,8 @@ func (t *tcpTr) synAck(e *Engine, idx int32, th header.TCP) {
 		c.wsFromNS = uint8(o.WS)
 	}
 	c.seqFromNS = seqnum.Value(th.Seq()).Add(1)
-	c.wndFromNS = uint32(th.Window())
+	c.wndFromNS = uint32(th.Window()) // a SYN's window is never scaled
+	c.wl1, c.wl2 = seqnum.Value(th.Seq()), seqnum.Value(th.Ack())
 	c.state = tcpEstablished
 	c.retries, c.rto, c.rtoAt = 0, tcpRTOInitial, 0
 	t.sendAck(e, idx)

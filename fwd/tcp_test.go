@@ -17,6 +17,7 @@ import (
 
 	"github.com/gopasta/gopasta/internal/header"
 	"github.com/gopasta/gopasta/internal/nstest"
+	"github.com/gopasta/gopasta/internal/seqnum"
 )
 
 // The TCP tests drive the engine by hand (handleFrames, socket events from
@@ -1085,6 +1086,86 @@ func TestTCPResets(t *testing.T) {
 	h.cycle(0)
 	if h.e.FlowCount() != 0 {
 		t.Errorf("FlowCount %d after the host reset, want 0", h.e.FlowCount())
+	}
+}
+
+// TestTCPForgedSegments: segments that a process in the namespace could
+// forge without knowing a connection's sequence numbers leave the
+// connection as it was: a reset in the window but not at the exact number
+// gets a challenge ACK and closes nothing (the exact one then does); an
+// ACK of data never sent is answered and its payload dropped; a segment
+// further off than any window carries neither ACK nor window; and an
+// older segment's window does not replace a newer one's.
+func TestTCPForgedSegments(t *testing.T) {
+	h := newTCPHarness(t, testParams(), Options{})
+	c, hc := established(t, h, tcpFamilies[0], 40050, 1460, 7)
+	unacceptable := func() uint64 { return h.e.Stats().Drops[DropUnacceptable] }
+	challenge := func(what string) {
+		t.Helper()
+		a := h.take("the answer to "+what, func(s *tcpSeg) bool { return c.mine(s) && s.has(header.TCPFlagACK) })
+		if a.ack != c.seq || len(a.payload) != 0 || a.has(header.TCPFlagRST) {
+			t.Fatalf("answer to %s: %v, want a bare ACK of %d", what, a, c.seq)
+		}
+		if h.e.FlowCount() != 1 {
+			t.Fatalf("after %s: FlowCount %d, want 1", what, h.e.FlowCount())
+		}
+	}
+
+	for i, off := range []uint32{1, 1000, 60000} {
+		h.seg = nil
+		before := unacceptable()
+		h.send(c.frame(header.TCPFlagRST, c.seq+off, 0, nil))
+		challenge(fmt.Sprintf("a reset %d past the next sequence number", off))
+		if got := unacceptable(); got != before+1 {
+			t.Errorf("reset %d: drops %d, want %d", i, got, before+1)
+		}
+	}
+
+	h.seg = nil
+	h.send(c.frame(header.TCPFlagACK|header.TCPFlagPSH, c.seq, c.ack+5000, []byte("forged")))
+	challenge("an ACK of data never sent")
+
+	// Data from the host in flight, then a segment 1 GiB ahead
+	// acknowledging it: the data is still unacknowledged (sent again on
+	// the retransmission timer), and the zero window it carried did not
+	// shut the window.
+	h.seg = nil
+	hc.Write([]byte("in flight"))
+	d := h.take("data", func(s *tcpSeg) bool { return c.mine(s) && len(s.payload) > 0 })
+	end := d.seq + uint32(len(d.payload))
+	h.seg = nil
+	wnd := c.wnd
+	c.wnd = 0
+	h.send(c.frame(header.TCPFlagACK, c.seq+1<<30, end, nil))
+	challenge("a segment 1 GiB ahead")
+	if got := c.conn().seqAckedByNS; got == seqnum.Value(end) {
+		t.Errorf("the segment 1 GiB ahead acknowledged the host's data")
+	}
+	c.wnd = wnd
+	c.ack = end
+	c.send(header.TCPFlagACK, nil)
+	if got := c.conn().seqAckedByNS; got != seqnum.Value(end) {
+		t.Errorf("the namespace's own ACK: acknowledged up to %d, want %d", got, end)
+	}
+	// An older segment (a keepalive, one behind) with a zero window
+	// after a newer one with an open window: the window stays open.
+	c.wnd = 0
+	h.send(c.frame(header.TCPFlagACK, c.seq-1, c.ack, nil))
+	c.wnd = wnd
+	h.seg = nil
+	hc.Write([]byte("after"))
+	if got := c.recv(5); string(got) != "after" {
+		t.Fatalf("after an older segment's zero window the namespace got %q, want %q", got, "after")
+	}
+
+	// The flow is intact both ways, and the exact reset ends it.
+	c.send(header.TCPFlagACK, []byte("alive"))
+	if got := readN(t, hc, 5); string(got) != "alive" {
+		t.Fatalf("host read %q, want %q", got, "alive")
+	}
+	h.send(c.frame(header.TCPFlagRST, c.seq, 0, nil))
+	if h.e.FlowCount() != 0 {
+		t.Errorf("after the exact reset: FlowCount %d, want 0", h.e.FlowCount())
 	}
 }
 
