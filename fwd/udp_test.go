@@ -155,9 +155,24 @@ type recvRecorder struct {
 	sysOps
 	mu              sync.Mutex
 	fds, asked, got []int
+	// hold, when set, stops the next recvmmsg on holdFd until it is
+	// closed, so that a test can queue datagrams while the engine waits.
+	hold   chan struct{}
+	holdFd int
 }
 
 func (r *recvRecorder) recvmmsg(fd int, m []mmsghdr) (int, error) {
+	r.mu.Lock()
+	h := r.hold
+	if h != nil && fd == r.holdFd {
+		r.hold = nil
+	} else {
+		h = nil
+	}
+	r.mu.Unlock()
+	if h != nil {
+		<-h
+	}
 	n, err := r.sysOps.recvmmsg(fd, m)
 	r.mu.Lock()
 	r.fds, r.asked, r.got = append(r.fds, fd), append(r.asked, len(m)), append(r.got, n)
