@@ -27,6 +27,10 @@ type Options struct {
 	// FlowCapacity bounds the flow table (all protocols together);
 	// 0 means DefaultFlowCapacity. New flows beyond it are dropped.
 	FlowCapacity int
+	// DatagramFlows bounds the UDP and ICMP echo flows among them, which
+	// hold a host socket each until they time out (evict.go); 0 means half
+	// the table, and at most half the descriptors the process may open.
+	DatagramFlows int
 	// Protocol switches (--no-tcp, --no-udp, --no-icmp).
 	NoTCP, NoUDP, NoICMP bool
 	// Pcap, when set, receives every frame both ways in pcap format
@@ -146,6 +150,8 @@ type Engine struct {
 	timerAt               int64 // what the timerfd is armed for
 	nextRA                int64 // next unsolicited router advertisement (0: none scheduled yet)
 	closing               []int32
+	dgram, dgramMax       int                // live datagram flows, and their share of the table (evict.go)
+	evictHand             int                // where the next eviction's sample starts in the active list
 	sa4                   unix.SockaddrInet4 // reused by sockaddr
 	sa6                   unix.SockaddrInet6
 	running               atomic.Bool
@@ -213,6 +219,10 @@ func New(link Link, p *NetParams, opts Options) (*Engine, error) {
 		e.lastDropLog[i] = -tickInterval
 	}
 	e.ft = newFlowTable(opts.FlowCapacity)
+	if opts.DatagramFlows < 0 || opts.DatagramFlows > opts.FlowCapacity {
+		return nil, fmt.Errorf("fwd: datagram flows %d out of range 0..%d", opts.DatagramFlows, opts.FlowCapacity)
+	}
+	e.dgramMax = datagramBudget(opts.FlowCapacity, opts.DatagramFlows)
 
 	stride := e.vnet + e.frameMax
 	backing := make([]byte, rxBatch*stride)
@@ -298,9 +308,8 @@ func (e *Engine) updateClock() {
 func (e *Engine) newFlow(p *packet, proto uint8) int32 {
 	var k flowKey
 	keyFor(p, &k)
-	idx := e.ft.alloc(&k, proto)
+	idx := e.allocFlow(&k, proto)
 	if idx < 0 {
-		e.drop(DropTableFull)
 		return -1
 	}
 	f := &e.ft.flows[idx]
@@ -324,9 +333,8 @@ func (e *Engine) newFlowFor(ipProto uint8, proto uint8, nsSide, peer netip.AddrP
 		e.drop(DropHostSocket)
 		return -1
 	}
-	idx := e.ft.alloc(&k, proto)
+	idx := e.allocFlow(&k, proto)
 	if idx < 0 {
-		e.drop(DropTableFull)
 		return -1
 	}
 	f := &e.ft.flows[idx]
@@ -352,6 +360,9 @@ func (e *Engine) closeFlow(idx int32) {
 	}
 	if t := e.tr[f.proto]; t != nil {
 		t.closed(e, idx)
+	}
+	if f.proto != protoTCP {
+		e.dgram--
 	}
 	e.ft.unhash(idx)
 	e.closing = append(e.closing, idx)

@@ -117,26 +117,87 @@ func TestUDPTimeout(t *testing.T) {
 	}
 }
 
+// TestTableFull: a new flow that finds the table full is dropped, and the
+// datagram flow idle longest makes room for the next one; the others keep
+// working, and expired flows make room too.
 func TestTableFull(t *testing.T) {
-	d := newDriven(t, Options{FlowCapacity: 4})
-	for i := range 6 {
+	d := newDriven(t, Options{FlowCapacity: 4, DatagramFlows: 4})
+	for i := range 4 {
 		d.cycle(udpFrame(ns4, ext, uint16(1000+i), 53, []byte("q")))
+		d.advance(time.Second)
 	}
+	d.cycle(udpFrame(ns4, ext, 1004, 53, []byte("q")))
+	d.cycle(udpFrame(ns4, ext, 1005, 53, []byte("q")))
 	st := d.e.Stats()
-	if st.FlowsUDP != 4 || st.Drops[DropTableFull] != 2 {
-		t.Fatalf("flows %d, table-full drops %d; want 4 and 2", st.FlowsUDP, st.Drops[DropTableFull])
+	if st.FlowsUDP != 4 || st.Drops[DropTableFull] != 1 || st.Evicted != 1 {
+		t.Fatalf("flows %d, table-full drops %d, evicted %d; want 4, 1, 1", st.FlowsUDP, st.Drops[DropTableFull], st.Evicted)
 	}
-	// Existing flows keep working while the table is full.
-	sent := d.sys.sent
-	d.cycle(udpFrame(ns4, ext, 1000, 53, []byte("again")))
-	if d.sys.sent != sent+1 {
-		t.Errorf("datagram on an existing flow not sent while full")
+	// The flows still there keep working while the table is full.
+	sent, opened := d.sys.sent, st.FlowsOpened
+	d.cycle(udpFrame(ns4, ext, 1001, 53, []byte("again")))
+	if d.sys.sent != sent+1 || d.e.Stats().FlowsOpened != opened {
+		t.Errorf("datagram on an existing flow: sent %d, opened %d; want %d, %d", d.sys.sent-sent, d.e.Stats().FlowsOpened-opened, 1, 0)
 	}
 	// Once flows expire, new ones fit again.
 	d.advance(31 * time.Second)
 	d.cycle(udpFrame(ns4, ext, 2000, 53, []byte("q")))
 	if got := d.e.FlowCount(); got != 1 {
 		t.Errorf("FlowCount after expiry and a new flow = %d, want 1", got)
+	}
+}
+
+// TestDatagramShare: datagram flows beyond their share of the table
+// replace the one idle longest, not the one the namespace just used, and
+// nothing is dropped for it.
+func TestDatagramShare(t *testing.T) {
+	d := newDriven(t, Options{FlowCapacity: 8, DatagramFlows: 3})
+	for i := range 3 {
+		d.cycle(udpFrame(ns4, ext, uint16(1000+i), 53, []byte("q")))
+		d.advance(time.Second)
+	}
+	d.cycle(udpFrame(ns4, ext, 1000, 53, []byte("again"))) // 1001 is now idle longest
+	for i, port := range []uint16{1003, 1004} {
+		d.cycle(udpFrame(ns4, ext, port, 53, []byte("q")))
+		st := d.e.Stats()
+		if st.FlowsUDP != 3 || st.Evicted != uint64(i+1) || st.Drops[DropTableFull] != 0 {
+			t.Fatalf("after flow %d: flows %d, evicted %d, table-full drops %d; want 3, %d, 0", port, st.FlowsUDP, st.Evicted, st.Drops[DropTableFull], i+1)
+		}
+	}
+	// 1000 (used last) and the two new flows are left: 1001 and 1002 went.
+	for _, c := range []struct {
+		port uint16
+		kept bool
+	}{{1000, true}, {1003, true}, {1004, true}, {1001, false}} {
+		opened := d.e.Stats().FlowsOpened
+		d.cycle(udpFrame(ns4, ext, c.port, 53, []byte("x")))
+		if got := d.e.Stats().FlowsOpened == opened; got != c.kept {
+			t.Errorf("flow %d kept %v, want %v", c.port, got, c.kept)
+		}
+	}
+	if _, err := New(newFakeLink(t), testParams(), Options{FlowCapacity: 4, DatagramFlows: 5}); err == nil {
+		t.Errorf("New with DatagramFlows above FlowCapacity: no error")
+	}
+}
+
+// TestOutOfDescriptors: when the process runs out of descriptors before
+// the datagram flows reach their share, the flow that found none is
+// dropped and the datagram flow idle longest goes, so that the next new
+// flow gets a socket.
+func TestOutOfDescriptors(t *testing.T) {
+	d := newDriven(t, Options{FlowCapacity: 16, DatagramFlows: 16})
+	d.sys.fdLimit = 3
+	for i := range 3 {
+		d.cycle(udpFrame(ns4, ext, uint16(1000+i), 53, []byte("q")))
+		d.advance(time.Second)
+	}
+	d.cycle(udpFrame(ns4, ext, 1003, 53, []byte("q")))
+	st := d.e.Stats()
+	if st.FlowsUDP != 2 || st.Evicted != 1 || st.Drops[DropHostSocket] != 1 {
+		t.Fatalf("after the fourth flow: flows %d, evicted %d, host-socket drops %d; want 2, 1, 1", st.FlowsUDP, st.Evicted, st.Drops[DropHostSocket])
+	}
+	d.cycle(udpFrame(ns4, ext, 1003, 53, []byte("q")))
+	if st := d.e.Stats(); st.FlowsUDP != 3 || st.Drops[DropHostSocket] != 1 {
+		t.Errorf("the fourth flow again: flows %d, host-socket drops %d; want 3, 1", st.FlowsUDP, st.Drops[DropHostSocket])
 	}
 }
 

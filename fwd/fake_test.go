@@ -123,11 +123,17 @@ type fakeSys struct {
 	// replies is how many 1-byte datagrams recvmmsg hands out, as if the
 	// host answered on a flow's socket.
 	replies int
+	// fdLimit, when set, is how many sockets may be open at once: more
+	// fail with EMFILE.
+	fdLimit int
 }
 
 func newFakeSys() *fakeSys { return &fakeSys{next: 1 << 20, open: map[int]bool{}} }
 
 func (s *fakeSys) socket(d, t, p int) (int, error) {
+	if s.fdLimit > 0 && len(s.open) >= s.fdLimit {
+		return -1, unix.EMFILE
+	}
 	s.next++
 	s.open[s.next] = true
 	return s.next, nil

@@ -48,6 +48,9 @@ type Stats struct {
 	FlowsOpened, FlowsClosed      uint64
 	// Retransmits counts TCP go-back-N rewinds toward the namespace.
 	Retransmits uint64
+	// Evicted counts datagram flows closed before their timeout to make
+	// room for new flows (evict.go).
+	Evicted uint64
 }
 
 // counters are written by the engine thread only, read by anyone: atomics
@@ -58,6 +61,7 @@ type counters struct {
 	flows                                  [numProtos]atomic.Int64
 	opened, closed                         atomic.Uint64
 	retransmits                            atomic.Uint64 // TCP segments sent again to the namespace
+	evicted                                atomic.Uint64
 }
 
 // Stats returns a snapshot of the counters; safe from any goroutine.
@@ -69,7 +73,7 @@ func (e *Engine) Stats() Stats {
 		FlowsTCP: c.flows[protoTCP].Load(), FlowsUDP: c.flows[protoUDP].Load(),
 		FlowsICMP:   c.flows[protoICMP].Load(),
 		FlowsOpened: c.opened.Load(), FlowsClosed: c.closed.Load(),
-		Retransmits: c.retransmits.Load(),
+		Retransmits: c.retransmits.Load(), Evicted: c.evicted.Load(),
 	}
 	for i := range s.Drops {
 		s.Drops[i] = c.drops[i].Load()

@@ -241,7 +241,12 @@ func (t *tcpTr) open(e *Engine, p *packet) int32 {
 		if e.debug {
 			e.log.Debug("tcp: no host socket", "dst", hostDst, "port", p.dport, "err", err)
 		}
-		t.resetFor(e, p, th)
+		if !errors.Is(err, unix.EMFILE) && !errors.Is(err, unix.ENFILE) {
+			// Out of descriptors is for a moment (a datagram flow
+			// made room, evict.go): no answer, and the namespace's
+			// stack sends its SYN again. Anything else refuses.
+			t.resetFor(e, p, th)
+		}
 		e.closeFlow(idx)
 		return -1
 	}
@@ -310,6 +315,7 @@ func (t *tcpTr) connectHost(e *Engine, idx int32) (fd int, err error) {
 		domain = unix.AF_INET6
 	}
 	if fd, err = e.sys.socket(domain, unix.SOCK_STREAM, 0); err != nil {
+		e.outOfDescriptors(err, idx)
 		return -1, err
 	}
 	defer func() {

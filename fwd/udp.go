@@ -120,6 +120,7 @@ func (e *Engine) hostSocket(idx int32, typ, proto int, port uint16) (fd int, err
 		domain = unix.AF_INET6
 	}
 	if fd, err = e.sys.socket(domain, typ, proto); err != nil {
+		e.outOfDescriptors(err, idx)
 		return -1, err
 	}
 	defer func() {

@@ -173,7 +173,7 @@ func (e *Engine) udpFromHost(l *listener, local, peer, nsSide, nsPeer netip.Addr
 	}
 	f := e.flow(idx)
 	f.HostAddr = peer.Addr()
-	fd, err := e.udpReplySocket(l, local, peer)
+	fd, err := e.udpReplySocket(l, local, peer, idx)
 	if err == nil {
 		if err = e.sys.watch(fd, idx, f.gen, unix.EPOLLIN); err != nil {
 			e.sys.close(fd)
@@ -194,10 +194,11 @@ func (e *Engine) udpFromHost(l *listener, local, peer, nsSide, nsPeer netip.Addr
 
 // udpReplySocket is the peer's own socket (sock.Reply) with ICMP errors
 // queued on it (IP_RECVERR), which udp.go turns into ICMP for the
-// namespace.
-func (e *Engine) udpReplySocket(l *listener, local, peer netip.AddrPort) (int, error) {
+// namespace; setup is the flow it is for, if it has one yet, else -1.
+func (e *Engine) udpReplySocket(l *listener, local, peer netip.AddrPort, setup int32) (int, error) {
 	fd, err := sock.Reply(local, l.BindIf, peer)
 	if err != nil {
+		e.outOfDescriptors(err, setup)
 		return -1, err
 	}
 	if l.V6 {
@@ -230,7 +231,7 @@ func (e *Engine) spliceDatagram(l *listener, local, peer netip.AddrPort, data []
 		t.hand = append(t.hand, c)
 		return false
 	}
-	fd, err := e.udpReplySocket(l, local, peer)
+	fd, err := e.udpReplySocket(l, local, peer, -1)
 	if err != nil {
 		e.drop(DropHostSocket)
 		return false

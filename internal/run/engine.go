@@ -153,7 +153,7 @@ func logStats(e *fwd.Engine, log *slog.Logger) {
 	}
 	log.Info("stats", "frames_in", s.FramesIn, "frames_out", s.FramesOut,
 		"bytes_in", s.BytesIn, "bytes_out", s.BytesOut, "drops", drops,
-		"tcp", s.FlowsTCP, "udp", s.FlowsUDP, "icmp", s.FlowsICMP)
+		"tcp", s.FlowsTCP, "udp", s.FlowsUDP, "icmp", s.FlowsICMP, "evicted", s.Evicted)
 }
 
 // every calls fn every interval until ctx ends (--stats).
