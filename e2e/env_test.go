@@ -295,8 +295,15 @@ type agent struct {
 // until the agent is ready.
 func (e *env) startAgent(t *testing.T, args ...string) *agent {
 	t.Helper()
+	return e.startAgentVia(t, nil, args...)
+}
+
+// startAgentVia is startAgent with gopasta started through wrapper (a
+// command that runs the rest of its arguments, as prlimit does).
+func (e *env) startAgentVia(t *testing.T, wrapper []string, args ...string) *agent {
+	t.Helper()
 	a := &agent{dir: nstest.TempDir(t)}
-	a.proc = e.start(t, slices.Concat(args, []string{"--"}, agentArgv(e.self, a.dir))...)
+	a.proc = e.h.Start(e.u, slices.Concat(wrapper, e.gopasta(slices.Concat(args, []string{"--"}, agentArgv(e.self, a.dir))...))...)
 	t.Cleanup(a.exit)
 	a.waitReady(t, 20*time.Second)
 	return a

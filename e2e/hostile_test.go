@@ -263,6 +263,67 @@ func TestHostile(t *testing.T) {
 	}
 }
 
+// TestHostileDatagramFlood: a namespace that opens UDP flows faster than
+// they expire, into a gopasta whose descriptor limit (400, set with
+// prlimit) is far below its flow table, does not take the descriptors
+// that TCP and other UDP flows need: the flows idle longest make room
+// (evicted in --stats), gopasta stays under its limit, and a transfer
+// over TCP and a UDP exchange then succeed. (Running out of descriptors
+// below the share is fwd's TestOutOfDescriptors: lowering a running
+// process's limit from outside needs CAP_SYS_RESOURCE, which a test
+// machine's root may lack.)
+func TestHostileDatagramFlood(t *testing.T) {
+	if _, err := exec.LookPath("prlimit"); err != nil {
+		t.Skip("no prlimit (util-linux)")
+	}
+	for _, u := range nstest.Users() {
+		t.Run(u.Name, func(t *testing.T) {
+			e := newEnv(t, u, hostSetup{peers: true})
+			port := e.serveTCP(t, ":0", "")
+			uport := e.serveUDP(t, "127.0.0.1:0")
+			pidFile := nstest.TempDir(t) + "/gopasta.pid"
+			const limit = 400
+			ag := e.startAgentVia(t, []string{"prlimit", fmt.Sprintf("--nofile=%d:%d", limit, limit), "--"},
+				slices.Concat(hostileArgs, []string{
+					"-t", "none", "-u", "none", "-T", "none", "-U", "none", "--stats", "1", "-P", pidFile})...)
+			pid := waitPIDFile(t, ag.proc, pidFile)
+			udp4 := fmt.Sprintf("192.0.2.254:%d", uport)
+			if _, err := ag.do(60*time.Second, "udpspray", udp4, "1500"); err != nil {
+				t.Fatalf("udpspray: %v", err)
+			}
+			if fds, err := countFDs(pid); err != nil || fds > limit {
+				t.Fatalf("gopasta holds %d descriptors (%v), want at most its limit %d", fds, err, limit)
+			}
+			gw4 := fmt.Sprintf("192.0.2.254:%d", port)
+			if _, err := ag.do(60*time.Second, "put", gw4, strconv.Itoa(1<<20), "7"); err != nil {
+				t.Errorf("TCP after the flood: %v", err)
+			}
+			if _, err := ag.do(60*time.Second, "udp", udp4, "16"); err != nil {
+				t.Errorf("UDP after the flood: %v", err)
+			}
+			err := nstest.WaitFor(5*time.Second, func() error {
+				_, stderr := ag.proc.Output()
+				m := evictedLine.FindAllStringSubmatch(stderr, -1)
+				if len(m) == 0 {
+					return errors.New("no --stats line with evictions yet")
+				}
+				if n, _ := strconv.Atoi(m[len(m)-1][1]); n == 0 {
+					return fmt.Errorf("--stats: evicted=0 after 1500 flows under a limit of %d descriptors", limit)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Error(err)
+			}
+			_, stderr := ag.proc.Output()
+			checkNoPanic(t, nstest.Result{Stderr: stderr})
+		})
+	}
+}
+
+// evictedLine captures the evictions of a --stats line.
+var evictedLine = regexp.MustCompile(`stats .*\bevicted=(\d+)`)
+
 // TestHostileSlowPeers: peers that stop reading, with their windows and
 // buffers full (namespace to a host server over the TAP and spliced with
 // -T, host to a namespace server through -t over the TAP and spliced),

@@ -544,6 +544,21 @@ func (p *peer) command(f []string) (string, error) {
 		}
 		defer c.Close()
 		return "", udpEcho(c, count)
+	case "udpspray":
+		// udpspray ADDR COUNT: one datagram from each of COUNT new
+		// sockets, so COUNT new flows, answered or not.
+		for i := range int(num(2)) {
+			c, err := net.Dial("udp", arg(1))
+			if err != nil {
+				return "", fmt.Errorf("socket %d: %w", i, err)
+			}
+			_, err = c.Write([]byte("spray"))
+			c.Close()
+			if err != nil && !errors.Is(err, syscall.ENOBUFS) && !errors.Is(err, syscall.ECONNREFUSED) {
+				return "", fmt.Errorf("datagram %d: %w", i, err)
+			}
+		}
+		return "", nil
 	case "udpbig":
 		// udpbig ADDR SIZE...: one datagram asks the server (serveUDPSizes)
 		// for datagrams of SIZE bytes each, which must all arrive whole.
