@@ -252,43 +252,57 @@ func TestUDPListenerBursts(t *testing.T) {
 	}
 }
 
+// udpPair: a client and a server on loopback, a (the client's own
+// socket, as a listener's peer gets) and b (dialled to the server), and
+// front, where the client sends to reach a.
+type udpPair struct {
+	client, srv *net.UDPConn
+	a, b        int
+	front       *net.UDPAddr
+}
+
+func newUDPPair(t *testing.T) *udpPair {
+	t.Helper()
+	lo := netip.MustParseAddr("127.0.0.1")
+	p := &udpPair{}
+	var err error
+	if p.client, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(lo, 0))); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.client.Close() })
+	if p.srv, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(lo, 0))); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.srv.Close() })
+	p.srv.SetDeadline(deadlineIn())
+	if p.a, err = sock.Reply(netipMust("127.0.0.1:0"), "", addrPort(t, p.client.LocalAddr())); err != nil {
+		t.Fatal(err)
+	}
+	if p.b, err = sock.Dial(true, addrPort(t, p.srv.LocalAddr())); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := unix.Getsockname(p.a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.front = &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: sa.(*unix.SockaddrInet4).Port}
+	return p
+}
+
 // TestUDPEarlyDatagrams: the datagrams a caller read before the flow had
 // its own socket (AddUDP's early ones, an empty one among them) go out
 // first, then what the flow's socket holds already.
 func TestUDPEarlyDatagrams(t *testing.T) {
 	f := newRig(t, Options{}).f
-	lo := netip.MustParseAddr("127.0.0.1")
-	client, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(lo, 0)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	srv, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(lo, 0)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	srv.SetDeadline(deadlineIn())
-	a, err := sock.Reply(netipMust("127.0.0.1:0"), "", addrPort(t, client.LocalAddr()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := sock.Dial(true, addrPort(t, srv.LocalAddr()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sa, err := unix.Getsockname(a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	front := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: sa.(*unix.SockaddrInet4).Port}
+	p := newUDPPair(t)
 	// Waiting on a already when the flow starts.
 	for _, m := range []string{"late 1", "", "late 2"} {
-		if _, err := client.WriteToUDP([]byte(m), front); err != nil {
+		if _, err := p.client.WriteToUDP([]byte(m), p.front); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := f.AddUDP(a, b, []byte("early 1"), nil, []byte("early 2")); err != nil {
+	srv := p.srv
+	if err := f.AddUDP(p.a, p.b, []byte("early 1"), nil, []byte("early 2")); err != nil {
 		t.Fatalf("AddUDP: %v", err)
 	}
 	buf := make([]byte, 100)
@@ -306,29 +320,11 @@ func TestUDPEarlyDatagrams(t *testing.T) {
 // nowhere.
 func TestUDPLateDatagrams(t *testing.T) {
 	f := newRig(t, Options{UDPTimeout: time.Second, UDPReplyTimeout: time.Second})
-	lo := netip.MustParseAddr("127.0.0.1")
-	client, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(lo, 0)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	srv, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(lo, 0)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	srv.SetDeadline(deadlineIn())
-	a, err := sock.Reply(netipMust("127.0.0.1:0"), "", addrPort(t, client.LocalAddr()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := sock.Dial(true, addrPort(t, srv.LocalAddr()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := UDPKey{Local: netipMust("127.0.0.1:4000"), Peer: addrPort(t, client.LocalAddr())}
+	p := newUDPPair(t)
+	srv := p.srv
+	key := UDPKey{Local: netipMust("127.0.0.1:4000"), Peer: addrPort(t, p.client.LocalAddr())}
 	other := UDPKey{Local: key.Local, Peer: netipMust("127.0.0.1:1")}
-	if err := f.f.AddUDPPeer(key, a, b, []byte("early")); err != nil {
+	if err := f.f.AddUDPPeer(key, p.a, p.b, []byte("early")); err != nil {
 		t.Fatalf("AddUDPPeer: %v", err)
 	}
 	for _, late := range [][][]byte{{[]byte("late 1"), nil}, {[]byte("late 2")}} {
