@@ -138,8 +138,18 @@ func TestNotificationLoad(t *testing.T) {
 			if st.RxFrames < frames || st.TxFrames != frames {
 				t.Errorf("RxFrames %d TxFrames %d, want >= %d and %d", st.RxFrames, st.TxFrames, frames, frames)
 			}
-			if rxN >= frames/4 {
-				t.Errorf("RX: %d notifications for %d frames, want < %d", rxN, frames, frames/4)
+			// In lockstep a notification per frame would be 10 000 and
+			// suppression leaves a handful. With the sender on its own
+			// thread the reader often empties the ring and re-arms, and
+			// how often the next frame then finds it waiting depends on
+			// how the two threads are scheduled (0.19 and 0.26 per
+			// frame in two runs): the bound proves suppression, not a rate.
+			limit := frames / 4
+			if concurrent {
+				limit = frames / 2
+			}
+			if rxN >= uint64(limit) {
+				t.Errorf("RX: %d notifications for %d frames, want < %d", rxN, frames, limit)
 			}
 			if txN >= frames/4 {
 				t.Errorf("TX: %d notifications for %d frames, want < %d", txN, frames, frames/4)
