@@ -432,6 +432,9 @@ func (f *Forwarder) Close() error {
 	f.mu.Unlock()
 	for i := range list {
 		p := &list[i]
+		if p.kind == kindUDPLate {
+			continue // datagrams only: no descriptors, no reservation
+		}
 		closeFd(p.fd[0])
 		closeFd(p.fd[1])
 		f.pool.put(p.pipes[0])

@@ -120,7 +120,7 @@ func (f *Forwarder) LateUDP(key UDPKey, data ...[]byte) error {
 	if len(data) == 0 {
 		return nil
 	}
-	return f.enqueue(pendingAdd{kind: kindUDPLate, key: key, keyed: true, data: data})
+	return f.enqueue(pendingAdd{kind: kindUDPLate, fd: [2]int{-1, -1}, key: key, keyed: true, data: data})
 }
 
 // udpLate is LateUDP on the loop.

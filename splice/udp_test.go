@@ -360,6 +360,28 @@ func TestUDPLateDatagrams(t *testing.T) {
 	}
 }
 
+// TestUDPLateClose: late datagrams still queued when the forwarder closes
+// hold no descriptor to close and no flow reservation to give back.
+func TestUDPLateClose(t *testing.T) {
+	f, err := NewForwarder(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, stdinErr := unix.FcntlInt(0, unix.F_GETFD, 0)
+	if err := f.LateUDP(UDPKey{Peer: netipMust("127.0.0.1:1")}, []byte("late")); err != nil {
+		t.Fatalf("LateUDP: %v", err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if got := f.reservedUDP.Load(); got != 0 {
+		t.Errorf("UDP flows reserved after Close: got %d, want 0", got)
+	}
+	if _, err := unix.FcntlInt(0, unix.F_GETFD, 0); stdinErr == nil && err != nil {
+		t.Errorf("descriptor 0 closed by Close: %v", err)
+	}
+}
+
 // TestUDPFullSendBuffer: a socket whose send buffer fills (a slow link,
 // here a token bucket on the loopback of a namespace of the test's own)
 // makes the flow wait instead of dropping: every datagram arrives, in
