@@ -36,6 +36,7 @@ func (p *packet) l4data() []byte { return p.frame[p.l4:p.end] }
 // this batch together, in arrival order. Output is queued, not flushed.
 func (e *Engine) handleFrames(frames [][]byte) {
 	n := 0
+	e.batch++
 	for _, fr := range frames {
 		csumDone := false
 		if e.vnet > 0 {
@@ -72,6 +73,9 @@ func (e *Engine) handleFrames(frames [][]byte) {
 				continue
 			}
 		}
+		// Its frames run after every lookup of the batch: a flow opened
+		// meanwhile must not evict it (evict.go).
+		e.ft.flows[p.flow].batch = e.batch
 		e.taken[n] = false
 		n++
 	}

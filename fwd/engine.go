@@ -152,6 +152,7 @@ type Engine struct {
 	closing               []int32
 	dgram, dgramMax       int                // live datagram flows, and their share of the table (evict.go)
 	evictHand             int                // where the next eviction's sample starts in the active list
+	batch                 uint32             // batches of frames from the link handled (handleFrames)
 	sa4                   unix.SockaddrInet4 // reused by sockaddr
 	sa6                   unix.SockaddrInet6
 	running               atomic.Bool

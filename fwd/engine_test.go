@@ -179,6 +179,27 @@ func TestDatagramShare(t *testing.T) {
 	}
 }
 
+// TestEvictionSparesBatch: the flow idle longest is not the one to go when
+// the batch that opens a new flow also has a datagram of it, which would
+// otherwise be lost: the next one goes.
+func TestEvictionSparesBatch(t *testing.T) {
+	d := newDriven(t, Options{FlowCapacity: 8, DatagramFlows: 2})
+	d.cycle(udpFrame(ns4, ext, 1000, 53, []byte("q")))
+	d.advance(time.Second)
+	d.cycle(udpFrame(ns4, ext, 1001, 53, []byte("q")))
+	d.advance(time.Second)
+	sent := d.sys.sent
+	d.cycle(udpFrame(ns4, ext, 1000, 53, []byte("again")), udpFrame(ns4, ext, 1002, 53, []byte("q")))
+	if got, ev := d.sys.sent-sent, d.e.Stats().Evicted; got != 2 || ev != 1 {
+		t.Fatalf("a batch with the flow idle longest and a new flow: sent %d, evicted %d; want 2, 1", got, ev)
+	}
+	opened := d.e.Stats().FlowsOpened
+	d.cycle(udpFrame(ns4, ext, 1000, 53, []byte("x")))
+	if d.e.Stats().FlowsOpened != opened {
+		t.Errorf("flow 1000 was evicted, want flow 1001 gone instead")
+	}
+}
+
 // TestOutOfDescriptors: when the process runs out of descriptors before
 // the datagram flows reach their share, the flow that found none is
 // dropped and the datagram flow idle longest goes, so that the next new

@@ -77,7 +77,9 @@ func (e *Engine) evictDatagram(except int32) bool {
 		}
 		idx := act[e.evictHand]
 		f := &e.ft.flows[idx]
-		if f.state != flowActive || f.proto == protoTCP || idx == except {
+		if f.state != flowActive || f.proto == protoTCP || idx == except || f.batch == e.batch {
+			// A flow with a packet in the batch of frames being handled
+			// stays: the packet is waiting for its group to run.
 			continue
 		}
 		found++

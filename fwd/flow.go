@@ -75,6 +75,9 @@ type Flow struct {
 	// udpLast is the largest datagram of the last batch read from a UDP
 	// flow's host socket, which bounds the next one (udpBurst).
 	udpLast uint32
+	// batch is the last batch of frames from the link with a packet of
+	// this flow (Engine.batch).
+	batch uint32
 }
 
 // flowTable is a fixed-capacity table: the flows are allocated once, free
