@@ -150,7 +150,7 @@ type Engine struct {
 	timerAt               int64 // what the timerfd is armed for
 	nextRA                int64 // next unsolicited router advertisement (0: none scheduled yet)
 	closing               []int32
-	dgram, dgramMax       int                // live datagram flows, and their share of the table (evict.go)
+	dgramMax              int                // the datagram flows' share of the table (evict.go)
 	evictHand             int                // where the next eviction's sample starts in the active list
 	batch                 uint32             // batches of frames from the link handled (handleFrames)
 	sa4                   unix.SockaddrInet4 // reused by sockaddr
@@ -361,9 +361,6 @@ func (e *Engine) closeFlow(idx int32) {
 	}
 	if t := e.tr[f.proto]; t != nil {
 		t.closed(e, idx)
-	}
-	if f.proto != protoTCP {
-		e.dgram--
 	}
 	e.ft.unhash(idx)
 	e.closing = append(e.closing, idx)

@@ -47,7 +47,7 @@ func datagramBudget(capacity, asked int) int {
 // (DropTableFull) and the namespace's next attempt gets the slot.
 func (e *Engine) allocFlow(k *flowKey, proto uint8) int32 {
 	evicted := false
-	if proto != protoTCP && e.dgram >= e.dgramMax {
+	if proto != protoTCP && e.datagramFlows() >= e.dgramMax {
 		evicted = e.evictDatagram(-1)
 	}
 	idx := e.ft.alloc(k, proto)
@@ -58,10 +58,13 @@ func (e *Engine) allocFlow(k *flowKey, proto uint8) int32 {
 		}
 		return -1
 	}
-	if proto != protoTCP {
-		e.dgram++
-	}
 	return idx
+}
+
+// datagramFlows is how many UDP and ICMP flows hold a host socket: the
+// live ones and those closing this cycle, whose sockets close at its end.
+func (e *Engine) datagramFlows() int {
+	return int(e.ctr.flows[protoUDP].Load() + e.ctr.flows[protoICMP].Load())
 }
 
 // evictDatagram closes the datagram flow with the earliest deadline in a

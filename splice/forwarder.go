@@ -116,8 +116,7 @@ type pendingAdd struct {
 	fd    [2]int
 	pipes [2]*pipe
 	data  [][]byte // UDP: early datagrams for fd[1] (AddUDP), or late ones (LateUDP)
-	key   UDPKey   // UDP: the flow's name for LateUDP, if keyed
-	keyed bool
+	key   UDPKey   // UDP: the flow's name (AddUDPPeer, LateUDP); zero for none
 }
 
 // NewForwarder probes the pipe size and sets up epoll. It does not start

@@ -35,9 +35,9 @@ type udpFlow struct {
 	lis  int32
 	lgen uint32
 	peer netip.AddrPort
-	// A flow added with AddUDPPeer: its name in Forwarder.keyed.
-	key   UDPKey
-	keyed bool
+	// A flow added with AddUDPPeer: its name in Forwarder.keyed (zero
+	// for none, or once a newer flow took the name).
+	key UDPKey
 }
 
 // mmsgBatch is the loop's one set of datagram buffers, shared by all flows
@@ -73,14 +73,7 @@ func newMmsgBatch(n int) *mmsgBatch {
 // before a existed (on an unconnected listening socket): the flow takes
 // them over and sends them on b, in order, before anything a receives.
 func (f *Forwarder) AddUDP(a, b int, early ...[]byte) error {
-	if err := f.addUDP(a, b, early, UDPKey{}, false); err != nil {
-		closeFd(a)
-		if b != a {
-			closeFd(b)
-		}
-		return err
-	}
-	return nil
+	return f.AddUDPPeer(UDPKey{}, a, b, early...)
 }
 
 // UDPKey names a flow whose first datagrams came through an unconnected
@@ -90,6 +83,8 @@ type UDPKey struct {
 	Local, Peer netip.AddrPort
 }
 
+func (k UDPKey) named() bool { return k.Peer.IsValid() }
+
 // AddUDPPeer is AddUDP for a flow that a caller made from a shared
 // listening socket: the flow is known by key until it closes, so that
 // datagrams of the peer that still reach the listening socket after a has
@@ -97,8 +92,9 @@ type UDPKey struct {
 // own. Such late datagrams exist: the kernel may have chosen the listening
 // socket for a datagram just before a was connected and queue it there
 // just after its reader last looked.
+// The zero key names nothing: that is AddUDP.
 func (f *Forwarder) AddUDPPeer(key UDPKey, a, b int, early ...[]byte) error {
-	if err := f.addUDP(a, b, early, key, true); err != nil {
+	if err := f.addUDP(a, b, early, key); err != nil {
 		closeFd(a)
 		if b != a {
 			closeFd(b)
@@ -120,7 +116,7 @@ func (f *Forwarder) LateUDP(key UDPKey, data ...[]byte) error {
 	if len(data) == 0 {
 		return nil
 	}
-	return f.enqueue(pendingAdd{kind: kindUDPLate, fd: [2]int{-1, -1}, key: key, keyed: true, data: data})
+	return f.enqueue(pendingAdd{kind: kindUDPLate, fd: [2]int{-1, -1}, key: key, data: data})
 }
 
 // udpLate is LateUDP on the loop.
@@ -135,11 +131,11 @@ func (f *Forwarder) udpLate(p *pendingAdd) {
 	}
 }
 
-func (f *Forwarder) addUDP(a, b int, early [][]byte, key UDPKey, keyed bool) error {
+func (f *Forwarder) addUDP(a, b int, early [][]byte, key UDPKey) error {
 	if err := f.admitUDP(a, b); err != nil {
 		return err
 	}
-	if err := f.enqueue(pendingAdd{kind: kindUDP, fd: [2]int{a, b}, data: early, key: key, keyed: keyed}); err != nil {
+	if err := f.enqueue(pendingAdd{kind: kindUDP, fd: [2]int{a, b}, data: early, key: key}); err != nil {
 		f.reservedUDP.Add(-1)
 		return err
 	}
@@ -201,7 +197,7 @@ func (f *Forwarder) startUDP(p *pendingAdd) int {
 	if len(p.data) > 0 {
 		u.seen[0] = true
 	}
-	if p.keyed {
+	if p.key.named() {
 		if f.keyed == nil {
 			f.keyed = map[UDPKey]int32{}
 		}
@@ -209,9 +205,9 @@ func (f *Forwarder) startUDP(p *pendingAdd) int {
 			// A second flow under one name: the caller made two sockets
 			// for one peer. The older one keeps its own socket's datagrams
 			// but no longer takes late ones.
-			f.udp.Items[old].keyed = false
+			f.udp.Items[old].key = UDPKey{}
 		}
-		u.key, u.keyed = p.key, true
+		u.key = p.key
 		f.keyed[p.key] = s32
 	}
 	f.ctr.udpActive.Add(1)
@@ -392,9 +388,9 @@ func mmsg(trap uintptr, fd int, msgs []unix.Mmsghdr, flags int) (int, error) {
 func (f *Forwarder) udpClose(slot int) {
 	u := &f.udp.Items[slot]
 	f.forgetFlow(u)
-	if u.keyed {
+	if u.key.named() {
 		delete(f.keyed, u.key)
-		u.keyed = false
+		u.key = UDPKey{}
 	}
 	f.ctr.udpDrops.Add(uint64(len(u.pend[0]) + len(u.pend[1])))
 	u.pend = [2][][]byte{}

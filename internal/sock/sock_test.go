@@ -249,10 +249,14 @@ func TestOnlyFrom(t *testing.T) {
 				if filter {
 					want = "[peer]"
 				}
-				if fmt.Sprint(got) != want {
-					if !filter {
-						t.Skipf("without a filter the bound socket got %v, not every sender's: nothing to test on this kernel", got)
-					}
+				switch {
+				case fmt.Sprint(got) == want:
+				case !filter:
+					// The kernel no longer hands the bound socket every
+					// sender's datagrams; the filter's check below still
+					// holds.
+					t.Logf("without a filter the bound socket got %v, want %v (the case the filter is for)", got, want)
+				default:
 					t.Fatalf("filter %v: got %v, want %v", filter, got, want)
 				}
 				readAll(t, lfd)
