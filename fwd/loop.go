@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -41,10 +40,13 @@ func (e *Engine) initPoll() error {
 }
 
 // Run forwards until ctx is done or the link fails, then closes every flow
-// and returns (nil after cancellation). It runs on its own OS thread: the
-// loop is the only user of the flow table, so nothing on the data path
-// takes a lock, and host sockets are created from this thread, which stays
-// in the host's network namespace. Run may be called once.
+// and returns (nil after cancellation). The loop is the only user of the
+// flow table, so nothing on the data path takes a lock. Its goroutine is
+// not locked to an OS thread (package yield says why): host sockets are
+// created in the host's network namespace all the same, because every
+// thread that enters another namespace (package ns) is locked and
+// discarded afterwards, so none the runtime schedules this goroutine on is
+// in one. Run may be called once.
 func (e *Engine) Run(ctx context.Context) error {
 	if !e.running.CompareAndSwap(false, true) {
 		return errors.New("fwd: Run called twice")
@@ -52,8 +54,6 @@ func (e *Engine) Run(ctx context.Context) error {
 	if e.closed {
 		return errors.New("fwd: Run after Close")
 	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	defer e.Close()
 
 	stop := context.AfterFunc(ctx, func() {

@@ -4,10 +4,10 @@
 // pipe per direction (they never enter user space); UDP datagrams move
 // with recvmmsg/sendmmsg batches.
 //
-// A Forwarder runs one epoll loop on a locked OS thread (Run). It serves
+// A Forwarder runs one epoll loop on one goroutine (Run). It serves
 // its own listeners (AddTCPListener, AddUDPListener: the namespace's -T and
 // -U ports, and the host's with --splice-only), accepting, dialling the
-// other side and pumping on that one thread. Pairs of sockets made
+// other side and pumping on that one goroutine. Pairs of sockets made
 // elsewhere (the engine's loopback peers of -t and -u) are handed over
 // with AddTCP and AddUDP from any goroutine.
 //

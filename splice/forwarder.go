@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -237,10 +236,12 @@ func (f *Forwarder) wake() {
 	_, _ = unix.Write(f.wakefd, one[:])
 }
 
-// Run runs the event loop on the calling goroutine, locked to its OS
-// thread, until ctx is cancelled or Close is called. It returns nil after
-// Close, ctx.Err() after cancellation. Connections stay open across a
-// cancelled Run; Close ends them.
+// Run runs the event loop on the calling goroutine until ctx is cancelled
+// or Close is called. It returns nil after Close, ctx.Err() after
+// cancellation. Connections stay open across a cancelled Run; Close ends
+// them. The goroutine is not locked to its OS thread: the loop's periodic
+// yield is then nearly free, where a locked thread pays for a hand-off of
+// its P each time (package yield says why both matter).
 func (f *Forwarder) Run(ctx context.Context) error {
 	f.mu.Lock()
 	if f.closed {
@@ -261,8 +262,6 @@ func (f *Forwarder) Run(ctx context.Context) error {
 		f.mu.Unlock()
 	}()
 
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	stopWake := context.AfterFunc(ctx, f.wake)
 	defer stopWake()
 
