@@ -41,12 +41,13 @@ func (e *Engine) initPoll() error {
 
 // Run forwards until ctx is done or the link fails, then closes every flow
 // and returns (nil after cancellation). The loop is the only user of the
-// flow table, so nothing on the data path takes a lock. Its goroutine is
-// not locked to an OS thread (package yield says why): host sockets are
-// created in the host's network namespace all the same, because every
-// thread that enters another namespace (package ns) is locked and
-// discarded afterwards, so none the runtime schedules this goroutine on is
-// in one. Run may be called once.
+// flow table, so nothing on the data path takes a lock. Run does not lock
+// its goroutine to an OS thread, and should be called from one that is not
+// locked (package yield says why). Host sockets are created in the host's
+// network namespace all the same: every thread that enters another
+// namespace (package ns) is locked and discarded afterwards, so no thread
+// the runtime schedules this goroutine on is in one. Run may be called
+// once.
 func (e *Engine) Run(ctx context.Context) error {
 	if !e.running.CompareAndSwap(false, true) {
 		return errors.New("fwd: Run called twice")

@@ -239,9 +239,10 @@ func (f *Forwarder) wake() {
 // Run runs the event loop on the calling goroutine until ctx is cancelled
 // or Close is called. It returns nil after Close, ctx.Err() after
 // cancellation. Connections stay open across a cancelled Run; Close ends
-// them. The goroutine is not locked to its OS thread: the loop's periodic
-// yield is then nearly free, where a locked thread pays for a hand-off of
-// its P each time (package yield says why both matter).
+// them. Run does not lock the goroutine to its OS thread, and should be
+// called from one that is not locked: the loop's periodic yield is then
+// nearly free, where a locked thread pays for a hand-off of its P each
+// time (package yield says why both matter).
 func (f *Forwarder) Run(ctx context.Context) error {
 	f.mu.Lock()
 	if f.closed {
