@@ -266,9 +266,10 @@ func TestHostile(t *testing.T) {
 // TestHostileDatagramFlood: a namespace that opens UDP flows faster than
 // they expire, into a gopasta whose descriptor limit (400, set with
 // prlimit) is far below its flow table, does not take the descriptors
-// that TCP and other UDP flows need: the flows idle longest make room
-// (evicted in --stats), gopasta stays under its limit, and a transfer
-// over TCP and a UDP exchange then succeed. (Running out of descriptors
+// that TCP and other UDP flows need: the UDP flows stay within their
+// share (half the limit, in --stats), the flows idle longest make room
+// (evicted in --stats), and a transfer over TCP and a UDP exchange then
+// succeed. (Running out of descriptors
 // below the share is fwd's TestOutOfDescriptors: lowering a running
 // process's limit from outside needs CAP_SYS_RESOURCE, which a test
 // machine's root may lack.)

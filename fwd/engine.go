@@ -194,6 +194,9 @@ func New(link Link, p *NetParams, opts Options) (*Engine, error) {
 	if opts.FlowCapacity < 1 || opts.FlowCapacity > 1<<20 {
 		return nil, fmt.Errorf("fwd: flow capacity %d out of range 1..%d", opts.FlowCapacity, 1<<20)
 	}
+	if opts.DatagramFlows < 0 || opts.DatagramFlows > opts.FlowCapacity {
+		return nil, fmt.Errorf("fwd: datagram flows %d out of range 0..%d", opts.DatagramFlows, opts.FlowCapacity)
+	}
 	e := &Engine{link: link, p: p, opts: opts, log: opts.Logger, clock: time.Now}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
@@ -220,9 +223,6 @@ func New(link Link, p *NetParams, opts Options) (*Engine, error) {
 		e.lastDropLog[i] = -tickInterval
 	}
 	e.ft = newFlowTable(opts.FlowCapacity)
-	if opts.DatagramFlows < 0 || opts.DatagramFlows > opts.FlowCapacity {
-		return nil, fmt.Errorf("fwd: datagram flows %d out of range 0..%d", opts.DatagramFlows, opts.FlowCapacity)
-	}
 	e.dgramMax = datagramBudget(opts.FlowCapacity, opts.DatagramFlows)
 
 	stride := e.vnet + e.frameMax

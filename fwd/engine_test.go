@@ -174,8 +174,15 @@ func TestDatagramShare(t *testing.T) {
 			t.Errorf("flow %d kept %v, want %v", c.port, got, c.kept)
 		}
 	}
-	if _, err := New(newFakeLink(t), testParams(), Options{FlowCapacity: 4, DatagramFlows: 5}); err == nil {
-		t.Errorf("New with DatagramFlows above FlowCapacity: no error")
+	for _, o := range []Options{{FlowCapacity: 4, DatagramFlows: 5}, {FlowCapacity: 4, DatagramFlows: -1}, {DatagramFlows: DefaultFlowCapacity + 1}} {
+		if _, err := New(newFakeLink(t), testParams(), o); err == nil || !strings.Contains(err.Error(), "datagram flows") {
+			t.Errorf("New with FlowCapacity %d, DatagramFlows %d: got error %v, want one about datagram flows", o.FlowCapacity, o.DatagramFlows, err)
+		}
+	}
+	if e, err := New(newFakeLink(t), testParams(), Options{DatagramFlows: DefaultFlowCapacity}); err != nil {
+		t.Errorf("New with the default FlowCapacity and DatagramFlows %d: %v", DefaultFlowCapacity, err)
+	} else {
+		e.Close()
 	}
 }
 

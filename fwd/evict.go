@@ -105,7 +105,13 @@ func (e *Engine) evictDatagram(except int32) bool {
 // once its socket closes at the end of this cycle.
 // The flow being set up, if any (else -1), is not the one to go.
 func (e *Engine) outOfDescriptors(err error, setup int32) {
-	if errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE) {
+	if descriptorsExhausted(err) {
 		e.evictDatagram(setup)
 	}
+}
+
+// descriptorsExhausted reports whether err is the process (EMFILE) or the
+// system (ENFILE) out of descriptors: a moment's shortage, not a refusal.
+func descriptorsExhausted(err error) bool {
+	return errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE)
 }

@@ -241,7 +241,7 @@ func (t *tcpTr) open(e *Engine, p *packet) int32 {
 		if e.debug {
 			e.log.Debug("tcp: no host socket", "dst", hostDst, "port", p.dport, "err", err)
 		}
-		if !errors.Is(err, unix.EMFILE) && !errors.Is(err, unix.ENFILE) {
+		if !descriptorsExhausted(err) {
 			// Out of descriptors is for a moment (a datagram flow
 			// made room, evict.go): no answer, and the namespace's
 			// stack sends its SYN again. Anything else refuses.
