@@ -1141,6 +1141,9 @@ func TestTCPForgedSegments(t *testing.T) {
 	if got := c.conn().seqAckedByNS; got == seqnum.Value(end) {
 		t.Errorf("the segment 1 GiB ahead acknowledged the host's data")
 	}
+	if got := c.conn().wndFromNS; got == 0 {
+		t.Errorf("the segment 1 GiB ahead shut the window with its zero window")
+	}
 	c.wnd = wnd
 	c.ack = end
 	c.send(header.TCPFlagACK, nil)
