@@ -1236,7 +1236,18 @@ func (t *tcpTr) synAck(e *Engine, idx int32, th header.TCP) {
 	c.wl1, c.wl2 = seqnum.Value(th.Seq()), seqnum.Value(th.Ack())
 	c.state = tcpEstablished
 	c.retries, c.rto, c.rtoAt = 0, tcpRTOInitial, 0
-	t.sendAck(e, idx)
+	// What the host peer sent while the handshake ran goes out now, and
+	// its first segment is the handshake's ACK (RFC 9293 3.5 allows data
+	// on it). A bare ACK ahead of it would complete the connection on its
+	// own: the namespace's server would wake to accept, find nothing to
+	// read and sleep again until the data segment came.
+	sent := c.seqToNS
 	t.pushToNS(e, idx)
+	if e.flow(idx).state != flowActive {
+		return
+	}
+	if c.seqToNS == sent {
+		t.sendAck(e, idx) // nothing to send (yet): the ACK on its own
+	}
 	t.setDeadline(e, idx)
 }

@@ -1200,43 +1200,73 @@ func hostPair(t *testing.T, listen string) (fd int, peer *net.TCPConn, peerAddr 
 
 // TestTCPFromHost: a connection the host opens into the namespace: our SYN,
 // the namespace's SYN-ACK, then data both ways — on a fresh engine that has
-// not opened any connection of its own before.
+// not opened any connection of its own before. When the host peer wrote
+// before the SYN-ACK came, the handshake's ACK is its first data segment,
+// with no bare ACK ahead of it: that would complete the connection in the
+// namespace on its own and wake the server to accept with nothing to read.
 func TestTCPFromHost(t *testing.T) {
 	for _, fam := range tcpFamilies {
-		t.Run(fam.name, func(t *testing.T) {
-			h := newTCPHarness(t, testParams(), Options{})
-			fd, peer, _ := hostPair(t, fam.listen)
-			from := netip.AddrPortFrom(fam.gw, 33333)
-			to := netip.AddrPortFrom(fam.ns, 8080)
-			if err := h.e.tcpFromHost(fd, from, to); err != nil {
-				t.Fatalf("tcpFromHost: %v", err)
+		for _, early := range []bool{false, true} {
+			name := fam.name + "/data after the handshake"
+			if early {
+				name = fam.name + "/data before the SYN-ACK"
 			}
-			h.cycle(0)
-			c := h.nsConn(fam.ns, fam.gw, 8080, 33333)
-			syn := h.take("SYN", c.mine)
-			if syn.flags != header.TCPFlagSYN || syn.opts.MSS == 0 || syn.opts.WS != tcpWindowScale {
-				t.Fatalf("first segment %v (MSS %d, WS %d), want a SYN with MSS and WS", syn, syn.opts.MSS, syn.opts.WS)
-			}
-			c.irs, c.ack, c.peerWS, c.mss = syn.seq, syn.seq+1, syn.opts.WS, 1200
-			c.ws = 0
-			h.send(tcpFrame(c.src, c.dst, c.sport, c.dport, c.iss, c.ack, header.TCPFlagSYN|header.TCPFlagACK,
-				c.wnd, synOpts(1200, 0), nil))
-			c.seq = c.iss + 1
-			c.idx = c.flowIdx()
-			if a := h.take("ACK of the SYN-ACK", c.mine); a.ack != c.seq || !a.has(header.TCPFlagACK) {
-				t.Fatalf("answer to SYN-ACK %v, want ACK %d", a, c.seq)
-			}
-			if _, err := peer.Write(pattern(0, 5000)); err != nil {
-				t.Fatal(err)
-			}
-			if got := c.recv(5000); !bytes.Equal(got, pattern(0, 5000)) {
-				t.Errorf("namespace got wrong data from the host")
-			}
-			c.send(header.TCPFlagACK|header.TCPFlagPSH, []byte("reply"))
-			if got := readN(t, peer, 5); string(got) != "reply" {
-				t.Errorf("host peer read %q, want reply", got)
-			}
-		})
+			t.Run(name, func(t *testing.T) {
+				h := newTCPHarness(t, testParams(), Options{})
+				fd, peer, _ := hostPair(t, fam.listen)
+				from := netip.AddrPortFrom(fam.gw, 33333)
+				to := netip.AddrPortFrom(fam.ns, 8080)
+				if err := h.e.tcpFromHost(fd, from, to); err != nil {
+					t.Fatalf("tcpFromHost: %v", err)
+				}
+				h.cycle(0)
+				c := h.nsConn(fam.ns, fam.gw, 8080, 33333)
+				syn := h.take("SYN", c.mine)
+				if syn.flags != header.TCPFlagSYN || syn.opts.MSS == 0 || syn.opts.WS != tcpWindowScale {
+					t.Fatalf("first segment %v (MSS %d, WS %d), want a SYN with MSS and WS", syn, syn.opts.MSS, syn.opts.WS)
+				}
+				if early {
+					if _, err := peer.Write(pattern(0, 5000)); err != nil {
+						t.Fatal(err)
+					}
+					h.until("the host socket to hold the data", func() bool {
+						n, err := unix.IoctlGetInt(fd, unix.SIOCINQ)
+						return err == nil && n == 5000
+					})
+				}
+				c.irs, c.ack, c.peerWS, c.mss = syn.seq, syn.seq+1, syn.opts.WS, 1200
+				c.ws = 0
+				h.send(tcpFrame(c.src, c.dst, c.sport, c.dport, c.iss, c.ack, header.TCPFlagSYN|header.TCPFlagACK,
+					c.wnd, synOpts(1200, 0), nil))
+				c.seq = c.iss + 1
+				c.idx = c.flowIdx()
+				a := h.take("answer to the SYN-ACK", c.mine)
+				if a.ack != c.seq || !a.has(header.TCPFlagACK) || a.seq != c.ack {
+					t.Fatalf("answer to SYN-ACK %v, want ACK %d at seq %d", a, c.seq, c.ack)
+				}
+				if got, want := len(a.payload) > 0, early; got != want {
+					t.Fatalf("answer to SYN-ACK %v: carries data %v, want %v", a, got, want)
+				}
+				if early {
+					c.ack += uint32(len(a.payload))
+					rest := c.recv(5000 - len(a.payload))
+					if got := append(a.payload, rest...); !bytes.Equal(got, pattern(0, 5000)) {
+						t.Errorf("namespace got wrong data from the host")
+					}
+				} else {
+					if _, err := peer.Write(pattern(0, 5000)); err != nil {
+						t.Fatal(err)
+					}
+					if got := c.recv(5000); !bytes.Equal(got, pattern(0, 5000)) {
+						t.Errorf("namespace got wrong data from the host")
+					}
+				}
+				c.send(header.TCPFlagACK|header.TCPFlagPSH, []byte("reply"))
+				if got := readN(t, peer, 5); string(got) != "reply" {
+					t.Errorf("host peer read %q, want reply", got)
+				}
+			})
+		}
 	}
 }
 
