@@ -36,6 +36,9 @@ type options struct {
 	out        string
 	doc        string
 	commandStr string
+	// steal is the share of the CPUs' time the hypervisor took over the
+	// whole run (-1: not read), for the report's header.
+	steal float64
 }
 
 func main() {
@@ -185,6 +188,7 @@ func runBench(o options) int {
 
 	res := newResults(o.tools)
 	began := time.Now()
+	beganTimes, beganErr := machineTicks()
 	for _, mtu := range []int{mtuBig, mtuSmall} {
 		var mine []testCase
 		ids := map[string]bool{}
@@ -227,6 +231,8 @@ func runBench(o options) int {
 		}
 	}
 	elapsed := time.Since(began)
+	endTimes, endErr := machineTicks()
+	o.steal = stealShare(beganTimes, endTimes, beganErr, endErr, elapsed)
 
 	report := renderReport(o, cases, res, machineInfo(), versions(o, gopastaBin), elapsed)
 	fmt.Print(report)

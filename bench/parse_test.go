@@ -2,6 +2,7 @@ package main
 
 import (
 	"math"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -163,13 +164,15 @@ func TestRenderReportFootnotes(t *testing.T) {
 	c := testCase{kind: "tcp", dir: "out", path: "tap", fam: 4, mtu: mtuBig}
 	r := newResults([]string{"gopasta", "pasta", "veth"})
 	r.add(c, "pasta", sample{value: 2, amount: 1e9, cpuTicks: 50, machineTicks: 130})
-	r.add(c, "veth", sample{value: 8, amount: 1e9, cpuTicks: -1, machineTicks: -1})
+	r.add(c, "veth", sample{value: 8, amount: 1e9, cpuTicks: -1, machineTicks: -1, steal: 0.2})
 	r.fail(c, "gopasta", "gopasta: not | supported")
-	out := renderReport(options{runs: 1, secs: 1}, []testCase{c}, r, "m", "v", 0)
+	out := renderReport(options{runs: 1, secs: 1, steal: 0.034}, []testCase{c}, r, "m", "v", 0)
 	// Columns after the ratio: tool CPU (gopasta, pasta), machine CPU
 	// (gopasta, pasta, veth), worst second (three tools).
-	for _, want := range []string{"n/a [1]", "[1] gopasta: gopasta: not / supported", "| 2.00 |", "| 8.00 |",
-		"| – | 0.50 | – | 1.30 | – |", "machine CPU s/GB veth"} {
+	for _, want := range []string{"n/a [1]", "[1] gopasta: gopasta: not / supported", "| 2.00 |", "| 8.00 [2] |",
+		"| – | 0.50 | – | 1.30 | – |", "machine CPU s/GB veth",
+		"[2] during at least one run of this cell the hypervisor took more than 5% of the CPUs' time",
+		"the hypervisor took 3.4% of the CPUs' time meanwhile (steal in /proc/stat)."} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}
@@ -238,37 +241,62 @@ func TestOverlap(t *testing.T) {
 	}
 }
 
-func TestParseCPUBusy(t *testing.T) {
+func TestParseCPUTimes(t *testing.T) {
 	tests := []struct {
-		in   string
-		want int64
-		ok   bool
+		in          string
+		busy, steal int64
+		ok          bool
 	}{
-		{"cpu  100 2 30 9999 5 4 6 7 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\n", 142, true},
-		{"cpu 1 1 1 1 1 1 1 1", 5, true}, // a kernel without guest fields
-		{"cpu0 1 2 3 4 5 6 7 8\n", 0, false},
-		{"cpu 1 2 3 4 5 6\n", 0, false},
-		{"cpu 1 -2 3 4 5 6 7 8\n", 0, false},
-		{"cpu 1 x 3 4 5 6 7 8\n", 0, false},
-		{"cpu 9223372036854775807 1 0 0 0 0 0 0\n", 0, false}, // overflow
-		{"", 0, false},
+		{"cpu  100 2 30 9999 5 4 6 7 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\n", 142, 7, true},
+		{"cpu 1 1 1 1 1 1 1 1", 5, 1, true},   // a kernel without guest fields
+		{"cpu 1 1 1 1 1 1 1", 5, 0, true},     // nor steal
+		{"cpu 1 1 1 1 1 1 1 -1", 0, 0, false}, // a negative steal
+		{"cpu0 1 2 3 4 5 6 7 8\n", 0, 0, false},
+		{"cpu 1 2 3 4 5 6\n", 0, 0, false},
+		{"cpu 1 -2 3 4 5 6 7 8\n", 0, 0, false},
+		{"cpu 1 x 3 4 5 6 7 8\n", 0, 0, false},
+		{"cpu 9223372036854775807 1 0 0 0 0 0 0\n", 0, 0, false}, // overflow
+		{"", 0, 0, false},
 	}
 	for _, tt := range tests {
-		got, err := parseCPUBusy([]byte(tt.in))
-		if got != tt.want || (err == nil) != tt.ok {
-			t.Errorf("parseCPUBusy(%q): got %d, %v, want %d, ok %v", tt.in, got, err, tt.want, tt.ok)
+		got, err := parseCPUTimes([]byte(tt.in))
+		if got.busy != tt.busy || got.steal != tt.steal || (err == nil) != tt.ok {
+			t.Errorf("parseCPUTimes(%q): got busy %d, steal %d, %v; want %d, %d, ok %v", tt.in, got.busy, got.steal, err, tt.busy, tt.steal, tt.ok)
 		}
 	}
 }
 
-func FuzzParseCPUBusy(f *testing.F) {
+func FuzzParseCPUTimes(f *testing.F) {
 	f.Add([]byte("cpu  1631114 1591 2091825 3553205 5035 0 372533 47288 0 0\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		v, err := parseCPUBusy(b)
-		if err == nil && v < 0 {
-			t.Fatalf("accepted a negative busy time %d", v)
+		v, err := parseCPUTimes(b)
+		if err == nil && (v.busy < 0 || v.steal < 0) {
+			t.Fatalf("accepted a negative time %+v", v)
 		}
 	})
+}
+
+func TestStealShare(t *testing.T) {
+	n := float64(runtime.NumCPU())
+	t0 := cpuTimes{steal: 100}
+	tests := []struct {
+		name string
+		t1   cpuTimes
+		err  error
+		wall time.Duration
+		want float64
+	}{
+		{"a tenth of the CPUs' time", cpuTimes{steal: 100 + int64(n*10)}, nil, time.Second, 0.1},
+		{"none", cpuTimes{steal: 100}, nil, time.Second, 0},
+		{"unreadable", cpuTimes{steal: 200}, errCPUBusy, time.Second, -1},
+		{"counter went back", cpuTimes{steal: 50}, nil, time.Second, -1},
+		{"no time passed", cpuTimes{steal: 200}, nil, 0, -1},
+	}
+	for _, tt := range tests {
+		if got := stealShare(t0, tt.t1, nil, tt.err, tt.wall); math.Abs(got-tt.want) > 1e-9 {
+			t.Errorf("%s: got %v, want %v", tt.name, got, tt.want)
+		}
+	}
 }
 
 func FuzzParseIperf(f *testing.F) {

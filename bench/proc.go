@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -266,41 +267,73 @@ func parseStat(b []byte) (ppid int, ticks int64, err error) {
 	return ppid, ut + st, nil
 }
 
-// machineTicks returns the CPU time all CPUs spent busy since boot, in
-// clock ticks: user, nice, system, irq and softirq from /proc/stat. The
-// tool's own CPU time misses work the kernel does for it in another
-// context (a loopback receive that runs in the receiving process, or in
-// ksoftirqd); the machine's busy time over the same interval is the whole
-// cost of the workload, the client, the server and the tool together.
-func machineTicks() (int64, error) {
+// cpuTimes is what the harness reads of the aggregate "cpu" line of
+// /proc/stat, in clock ticks since boot.
+type cpuTimes struct {
+	// busy is user, nice, system, irq and softirq: the tool's own CPU
+	// time misses work the kernel does for it in another context (a
+	// loopback receive that runs in the receiving process, or in
+	// ksoftirqd); the machine's busy time over the same interval is the
+	// whole cost of the workload, the client, the server and the tool
+	// together.
+	busy int64
+	// steal is the time the hypervisor ran something else while this
+	// machine's virtual CPUs had work: on a VM it is how a neighbour
+	// shows, as a dip in a run that no tool caused (0 where the kernel
+	// does not report it).
+	steal int64
+}
+
+func machineTicks() (cpuTimes, error) {
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
-		return 0, err
+		return cpuTimes{}, err
 	}
-	return parseCPUBusy(b)
+	return parseCPUTimes(b)
 }
 
 var errCPUBusy = errors.New("unreadable /proc/stat")
 
-// parseCPUBusy reads the busy time from the aggregate "cpu" line of
-// /proc/stat: user nice system idle iowait irq softirq steal ... (guest
-// time is already part of user). Idle, iowait and steal are not work done
-// on this machine's behalf by its CPUs.
-func parseCPUBusy(b []byte) (int64, error) {
+// parseCPUTimes reads the aggregate "cpu" line of /proc/stat: user nice
+// system idle iowait irq softirq steal ... (guest time is already part of
+// user). Idle, iowait and steal are not work done on this machine's behalf
+// by its CPUs.
+func parseCPUTimes(b []byte) (cpuTimes, error) {
 	line, _, _ := bytes.Cut(b, []byte("\n"))
 	f := strings.Fields(string(line))
 	if len(f) < 8 || f[0] != "cpu" {
-		return 0, errCPUBusy
+		return cpuTimes{}, errCPUBusy
 	}
-	var busy int64
-	for _, i := range []int{1, 2, 3, 6, 7} {
+	field := func(i int) (int64, bool) {
 		v, err := strconv.ParseInt(f[i], 10, 64)
-		if err != nil || v < 0 || busy+v < busy {
-			return 0, errCPUBusy
-		}
-		busy += v
+		return v, err == nil && v >= 0
 	}
-	return busy, nil
+	var t cpuTimes
+	for _, i := range []int{1, 2, 3, 6, 7} {
+		v, ok := field(i)
+		if !ok || t.busy+v < t.busy {
+			return cpuTimes{}, errCPUBusy
+		}
+		t.busy += v
+	}
+	if len(f) > 8 {
+		v, ok := field(8)
+		if !ok {
+			return cpuTimes{}, errCPUBusy
+		}
+		t.steal = v
+	}
+	return t, nil
+}
+
+// stealShare is the share of the CPUs' time over wall that the hypervisor
+// took (-1 when either reading failed).
+func stealShare(t0, t1 cpuTimes, err0, err1 error, wall time.Duration) float64 {
+	capacity := wall.Seconds() * clockTicks * float64(runtime.NumCPU())
+	if err0 != nil || err1 != nil || t1.steal < t0.steal || capacity <= 0 {
+		return -1
+	}
+	return float64(t1.steal-t0.steal) / capacity
 }
 
 // clockTicks is USER_HZ, which is 100 on every Linux architecture Go runs

@@ -126,6 +126,24 @@ func (ce *cell) worstShare() (float64, bool) {
 	return worst / med, worst > 0
 }
 
+// stealLimit is the share of the CPUs' time above which a run counts as
+// slowed by the hypervisor: more than a run-to-run difference between
+// tools on this kind of machine, and far above what a quiet VM loses.
+const stealLimit = 0.05
+
+var stealNote = fmt.Sprintf("during at least one run of this cell the hypervisor took more than %.0f%% of the CPUs' time (steal in /proc/stat): the machine, not the tool, may have slowed that run", 100*stealLimit)
+
+// stolen reports whether any run of the cell lost more than stealLimit of
+// the CPUs' time to the hypervisor.
+func (ce *cell) stolen() bool {
+	for _, s := range ce.samples {
+		if s.steal > stealLimit {
+			return true
+		}
+	}
+	return false
+}
+
 // cpu is the tool's median CPU cost: seconds per GB received for
 // throughput rows, microseconds per transaction for request/response rows.
 func (ce *cell) cpu(rr bool) (float64, bool) {
@@ -234,8 +252,12 @@ func renderReport(o options, cases []testCase, r *results, machine, vers string,
 	var b strings.Builder
 	var n notes
 	fmt.Fprintf(&b, "## Results\n\n")
-	fmt.Fprintf(&b, "%s, %d run(s) of %d s per row, median shown; the run took %s.\n\n",
+	fmt.Fprintf(&b, "%s, %d run(s) of %d s per row, median shown; the run took %s",
 		time.Now().UTC().Format("2006-01-02 15:04 UTC"), o.runs, o.secs, elapsed.Round(time.Second))
+	if o.steal >= 0 {
+		fmt.Fprintf(&b, ", and the hypervisor took %.1f%% of the CPUs' time meanwhile (steal in /proc/stat)", 100*o.steal)
+	}
+	b.WriteString(".\n\n")
 	fmt.Fprintf(&b, "Machine: %s\n\n", machine)
 	fmt.Fprintf(&b, "Versions: %s\n\n", vers)
 	fmt.Fprintf(&b, "Command (as root, from the repository root): `%s`\n\n", o.commandStr)
@@ -309,6 +331,9 @@ func renderReport(o options, cases []testCase, r *results, machine, vers string,
 				}
 				if len(ce.errs) > 0 {
 					s += " " + n.ref(fmt.Sprintf("%s: %d of %d runs failed, e.g. %s", t, len(ce.errs), len(ce.errs)+len(ce.samples), ce.errs[0]))
+				}
+				if ce.stolen() {
+					s += " " + n.ref(stealNote)
 				}
 				line = append(line, s)
 			}

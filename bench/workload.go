@@ -84,6 +84,9 @@ type sample struct {
 	// machineTicks is every CPU's busy time meanwhile (-1: not read): the
 	// whole cost of the run, client and server included.
 	machineTicks int64
+	// steal is the share of the CPUs' time that the hypervisor took
+	// meanwhile (-1: not read; 0 on bare metal).
+	steal float64
 	// worst is the slowest whole-second interval of a TCP transfer, in
 	// Gbit/s (0: not measured): a stall or dip shows here even when the
 	// run's average hides it.
@@ -185,6 +188,7 @@ func measure(in *instance, h *hostNS, c testCase, secs int, rrBin string) (sampl
 	defer srv.stop()
 
 	m0, mErr := machineTicks()
+	began := time.Now()
 	t0 := int64(-1)
 	if in.main != nil {
 		if t0, err = cpuTicks(in.main.pid()); err != nil {
@@ -193,6 +197,7 @@ func measure(in *instance, h *hostNS, c testCase, secs int, rrBin string) (sampl
 	}
 	out, runErr := run(time.Duration(secs+20)*time.Second, cliArgv...)
 	m1, mErr1 := machineTicks()
+	wall := time.Since(began)
 	var t1 int64 = -1
 	if in.main != nil {
 		var err error
@@ -224,9 +229,10 @@ func measure(in *instance, h *hostNS, c testCase, secs int, rrBin string) (sampl
 		s.cpuTicks = -1
 	}
 	s.machineTicks = -1
-	if mErr == nil && mErr1 == nil && m1 >= m0 {
-		s.machineTicks = m1 - m0
+	if mErr == nil && mErr1 == nil && m1.busy >= m0.busy {
+		s.machineTicks = m1.busy - m0.busy
 	}
+	s.steal = stealShare(m0, m1, mErr, mErr1, wall)
 	srv.wait(3 * time.Second)
 	return s, nil
 }
