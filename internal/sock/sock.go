@@ -334,25 +334,25 @@ func onlyFrom(fd int, peer netip.AddrPort) error {
 		none = 0
 	)
 	a := peer.Addr().Unmap()
-	// The source address: IPv4 header offset 12, IPv6 header offset 8.
-	var words []uint32
-	off := uint32(12)
+	// The source address, as big-endian words: IPv4 header offset 12,
+	// IPv6 header offset 8. Fixed arrays, so that a new flow's socket
+	// costs no allocation here.
+	var b [16]byte
+	addr, off := b[:4], uint32(12)
 	if a.Is4() {
-		b := a.As4()
-		words = []uint32{binary.BigEndian.Uint32(b[:])}
+		b4 := a.As4()
+		copy(b[:], b4[:])
 	} else {
-		b := a.As16()
-		off = 8
-		for i := 0; i < 16; i += 4 {
-			words = append(words, binary.BigEndian.Uint32(b[i:]))
-		}
+		b = a.As16()
+		addr, off = b[:], 8
 	}
 	// Each comparison jumps to the last instruction (drop) on mismatch.
-	n := 2*len(words) + 4
-	prog := make([]unix.SockFilter, 0, n)
-	for i, w := range words {
-		prog = append(prog, unix.SockFilter{Code: ld, K: nh + off + uint32(4*i)})
-		prog = append(prog, unix.SockFilter{Code: jeq, K: w, Jf: uint8(n - len(prog) - 2)})
+	var buf [2*4 + 4]unix.SockFilter
+	n := 2*len(addr)/4 + 4
+	prog := buf[:0]
+	for i := 0; i < len(addr); i += 4 {
+		prog = append(prog, unix.SockFilter{Code: ld, K: nh + off + uint32(i)})
+		prog = append(prog, unix.SockFilter{Code: jeq, K: binary.BigEndian.Uint32(addr[i:]), Jf: uint8(n - len(prog) - 2)})
 	}
 	prog = append(prog,
 		unix.SockFilter{Code: ldh, K: 0}, // the UDP source port

@@ -283,6 +283,28 @@ func TestOnlyFrom(t *testing.T) {
 	}
 }
 
+// TestOnlyFromAllocs: the filter is built on the stack. A new UDP peer of
+// a forwarded port costs a socket and its filter; it need not cost garbage
+// too.
+func TestOnlyFromAllocs(t *testing.T) {
+	for _, peer := range []string{"127.0.0.1:5000", "[::1]:5000", "[::ffff:127.0.0.1]:5000"} {
+		ap := netip.MustParseAddrPort(peer)
+		fd, err := socket(ap.Addr().Is6() && !ap.Addr().Is4In6(), unix.SOCK_DGRAM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ferr error
+		allocs := testing.AllocsPerRun(20, func() { ferr = onlyFrom(fd, ap) })
+		unix.Close(fd)
+		if ferr != nil {
+			t.Fatalf("%s: onlyFrom: %v", peer, ferr)
+		}
+		if allocs != 0 {
+			t.Errorf("%s: got %v allocations per filter, want 0", peer, allocs)
+		}
+	}
+}
+
 func udpClient(t *testing.T, lo string) *net.UDPConn {
 	t.Helper()
 	c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(netip.MustParseAddr(lo), 0)))
