@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,54 +18,23 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gopasta/gopasta/internal/fwdrule"
+	"github.com/gopasta/gopasta/internal/fwdrule/fwdruletest"
 	"github.com/gopasta/gopasta/internal/logging"
 	"github.com/gopasta/gopasta/internal/nstest"
 	"github.com/gopasta/gopasta/internal/pestowire"
 )
 
-// fakeTables holds tables in memory and records replacements.
-type fakeTables struct {
-	mu       sync.Mutex
-	ts       []fwdrule.Table
-	replaced int
-}
-
-func newFake() *fakeTables {
+// fakeTables are the tables a test's control socket starts with: one TCP
+// port forwarded from the host.
+func fakeTables() []fwdrule.Table {
 	r := fwdrule.Rule{First: 8080, Last: 8080, To: 8080, Proto: fwdrule.ProtoTCP, Flags: fwdrule.FlagDual}
-	return &fakeTables{ts: []fwdrule.Table{
+	return []fwdrule.Table{
 		{Pif: fwdrule.PifHost, Caps: 0x3f, Rules: []fwdrule.Rule{r}},
 		{Pif: fwdrule.PifSplice, Caps: 0x3f},
-	}}
-}
-
-func (f *fakeTables) Tables() []fwdrule.Table {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	out := make([]fwdrule.Table, len(f.ts))
-	for i := range f.ts {
-		out[i] = f.ts[i].Clone()
 	}
-	return out
 }
 
-func (f *fakeTables) Replace(ts []fwdrule.Table) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for i := range ts {
-		if err := ts[i].Validate(); err != nil {
-			return err
-		}
-	}
-	f.ts = ts
-	f.replaced++
-	return nil
-}
-
-func (f *fakeTables) count() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.replaced
-}
+func newFake() *fwdruletest.Store { return fwdruletest.New(fakeTables()) }
 
 func sockPath(t *testing.T) string {
 	// t.TempDir can exceed sun_path's 107 bytes with long test names.
@@ -124,8 +92,9 @@ func TestShow(t *testing.T) {
 	f := newFake()
 	_, p := start(t, f, 0)
 	c := dial(t, p)
+	ts := fakeTables()
 	want := pestowire.AppendTables(pestowire.AppendHello(nil), []pestowire.PifTable{
-		{Name: "HOST", Table: f.ts[0]}, {Name: "SPLICE", Table: f.ts[1]}})
+		{Name: "HOST", Table: ts[0]}, {Name: "SPLICE", Table: ts[1]}})
 	buf := make([]byte, len(want))
 	if _, err := io.ReadFull(c, buf); err != nil {
 		t.Fatalf("reading %d bytes: %v", len(want), err)
@@ -134,7 +103,7 @@ func TestShow(t *testing.T) {
 		t.Errorf("got % x, want % x", buf, want)
 	}
 	c.Close()
-	if n := f.count(); n != 0 {
+	if n := f.Replaced(); n != 0 {
 		t.Errorf("a show replaced the tables %d times, want 0", n)
 	}
 }
@@ -159,7 +128,7 @@ func TestUpdate(t *testing.T) {
 	if len(ts) != 2 || len(ts[0].Rules) != 1 || ts[0].Rules[0] != r || len(ts[1].Rules) != 0 {
 		t.Errorf("next client reads %+v, want HOST [%s] and an empty SPLICE", ts, r)
 	}
-	if n := f.count(); n != 1 {
+	if n := f.Replaced(); n != 1 {
 		t.Errorf("replaced %d times, want 1", n)
 	}
 }
@@ -211,7 +180,7 @@ func TestHostileClients(t *testing.T) {
 				if len(after[0].Rules)+len(after[1].Rules) != 0 {
 					t.Errorf("got %d rules after an empty update, want 0", len(after[0].Rules)+len(after[1].Rules))
 				}
-				f.Replace(newFake().ts)
+				f.Replace(fakeTables())
 				return
 			}
 			if len(after) != len(before) || len(after[0].Rules) != len(before[0].Rules) || after[0].Rules[0] != before[0].Rules[0] {
@@ -245,8 +214,8 @@ func TestStalledClient(t *testing.T) {
 		// Dropped with the half update unread: a reset, or at least EOF.
 		t.Logf("stalled client saw a clean end of file")
 	}
-	if f.count() != 0 {
-		t.Errorf("replaced %d times, want 0", f.count())
+	if f.Replaced() != 0 {
+		t.Errorf("replaced %d times, want 0", f.Replaced())
 	}
 }
 

@@ -8,45 +8,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/gopasta/gopasta/internal/ctlsock"
 	"github.com/gopasta/gopasta/internal/fwdrule"
+	"github.com/gopasta/gopasta/internal/fwdrule/fwdruletest"
 	"github.com/gopasta/gopasta/internal/pestowire"
 )
-
-// memTables is a server's tables in memory.
-type memTables struct {
-	mu sync.Mutex
-	ts []fwdrule.Table
-	n  int // replacements
-}
-
-func (m *memTables) Tables() []fwdrule.Table {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	out := make([]fwdrule.Table, len(m.ts))
-	for i := range m.ts {
-		out[i] = m.ts[i].Clone()
-	}
-	return out
-}
-
-func (m *memTables) Replace(ts []fwdrule.Table) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.ts = ts
-	m.n++
-	return nil
-}
-
-func (m *memTables) replaced() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.n
-}
 
 // referenceTables are the tables of the reference transcript: pasta
 // started with "-t 8080", on a host whose ephemeral range is 32768-60999.
@@ -68,14 +37,14 @@ func referenceTables(t testing.TB) []fwdrule.Table {
 
 // server starts a control socket over the reference tables; the path is
 // short, as the transcripts' "SOCK".
-func server(t *testing.T) (*memTables, string) {
+func server(t *testing.T) (*fwdruletest.Store, string) {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "pesto")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	m := &memTables{ts: referenceTables(t)}
+	m := fwdruletest.New(referenceTables(t))
 	p := filepath.Join(dir, "SOCK")
 	s, err := ctlsock.Start(ctlsock.Options{Path: p, Tables: m, Timeout: 5 * time.Second})
 	if err != nil {
@@ -118,7 +87,7 @@ func TestShowTranscript(t *testing.T) {
 	if code, out, _ := pesto("-s", sock); code != 0 || out != transcript {
 		t.Errorf("-s: got exit %d, %q; want the plain listing", code, out)
 	}
-	if n := m.replaced(); n != 0 {
+	if n := m.Replaced(); n != 0 {
 		t.Errorf("showing replaced the tables %d times, want 0", n)
 	}
 }
@@ -198,7 +167,7 @@ func TestEdits(t *testing.T) {
 	if _, out, _ := pesto(sock); !slicesEqual(hostLines(out), []string{"    TCP [*]:7  =>  7 ", "    TCP [*]:8  =>  8 "}) {
 		t.Errorf("-C HOST -t 7 -t 8: HOST %q, want both rules (no second clearing)", hostLines(out))
 	}
-	if m.replaced() == 0 {
+	if m.Replaced() == 0 {
 		t.Error("no update reached the server")
 	}
 }
@@ -230,7 +199,7 @@ func TestErrors(t *testing.T) {
 			t.Errorf("%q: got exit %d, stdout %q, stderr %q; want 1, nothing, %q", tc.args, code, out, errs, tc.want)
 		}
 	}
-	if n := m.replaced(); n != 0 {
+	if n := m.Replaced(); n != 0 {
 		t.Errorf("failed edits sent %d updates, want 0", n)
 	}
 }
