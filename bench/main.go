@@ -188,7 +188,7 @@ func runBench(o options) int {
 
 	res := newResults(o.tools)
 	began := time.Now()
-	beganTimes, beganErr := machineTicks()
+	beganTimes, beganErr := readCPUTimes()
 	for _, mtu := range []int{mtuBig, mtuSmall} {
 		var mine []testCase
 		ids := map[string]bool{}
@@ -231,7 +231,7 @@ func runBench(o options) int {
 		}
 	}
 	elapsed := time.Since(began)
-	endTimes, endErr := machineTicks()
+	endTimes, endErr := readCPUTimes()
 	o.steal = stealShare(beganTimes, endTimes, beganErr, endErr, elapsed)
 
 	report := renderReport(o, cases, res, machineInfo(), versions(o, gopastaBin), elapsed)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"math"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -245,23 +244,26 @@ func TestParseCPUTimes(t *testing.T) {
 	tests := []struct {
 		in          string
 		busy, steal int64
+		cpus        int
 		ok          bool
 	}{
-		{"cpu  100 2 30 9999 5 4 6 7 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\n", 142, 7, true},
-		{"cpu 1 1 1 1 1 1 1 1", 5, 1, true},   // a kernel without guest fields
-		{"cpu 1 1 1 1 1 1 1", 5, 0, true},     // nor steal
-		{"cpu 1 1 1 1 1 1 1 -1", 0, 0, false}, // a negative steal
-		{"cpu0 1 2 3 4 5 6 7 8\n", 0, 0, false},
-		{"cpu 1 2 3 4 5 6\n", 0, 0, false},
-		{"cpu 1 -2 3 4 5 6 7 8\n", 0, 0, false},
-		{"cpu 1 x 3 4 5 6 7 8\n", 0, 0, false},
-		{"cpu 9223372036854775807 1 0 0 0 0 0 0\n", 0, 0, false}, // overflow
-		{"", 0, 0, false},
+		{"cpu  100 2 30 9999 5 4 6 7 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\ncpu1 1 2 3 4 5 6 7 8 0 0\nintr 5\n", 142, 7, 2, true},
+		{"cpu 1 1 1 1 1 1 1 1", 5, 1, 0, true},            // a kernel without guest fields
+		{"cpu 1 1 1 1 1 1 1", 5, 0, 0, true},              // nor steal
+		{"cpu 1 1 1 1 1 1 1\ncpux 1\ncpu", 5, 0, 0, true}, // no CPU number: not a CPU
+		{"cpu 1 1 1 1 1 1 1 -1", 0, 0, 0, false},          // a negative steal
+		{"cpu0 1 2 3 4 5 6 7 8\n", 0, 0, 0, false},
+		{"cpu 1 2 3 4 5 6\n", 0, 0, 0, false},
+		{"cpu 1 -2 3 4 5 6 7 8\n", 0, 0, 0, false},
+		{"cpu 1 x 3 4 5 6 7 8\n", 0, 0, 0, false},
+		{"cpu 9223372036854775807 1 0 0 0 0 0 0\n", 0, 0, 0, false}, // overflow
+		{"", 0, 0, 0, false},
 	}
 	for _, tt := range tests {
 		got, err := parseCPUTimes([]byte(tt.in))
-		if got.busy != tt.busy || got.steal != tt.steal || (err == nil) != tt.ok {
-			t.Errorf("parseCPUTimes(%q): got busy %d, steal %d, %v; want %d, %d, ok %v", tt.in, got.busy, got.steal, err, tt.busy, tt.steal, tt.ok)
+		if got.busy != tt.busy || got.steal != tt.steal || got.cpus != tt.cpus || (err == nil) != tt.ok {
+			t.Errorf("parseCPUTimes(%q): got busy %d, steal %d, %d CPUs, %v; want %d, %d, %d, ok %v",
+				tt.in, got.busy, got.steal, got.cpus, err, tt.busy, tt.steal, tt.cpus, tt.ok)
 		}
 	}
 }
@@ -277,8 +279,7 @@ func FuzzParseCPUTimes(f *testing.F) {
 }
 
 func TestStealShare(t *testing.T) {
-	n := float64(runtime.NumCPU())
-	t0 := cpuTimes{steal: 100}
+	t0 := cpuTimes{steal: 100, cpus: 4}
 	tests := []struct {
 		name string
 		t1   cpuTimes
@@ -286,11 +287,12 @@ func TestStealShare(t *testing.T) {
 		wall time.Duration
 		want float64
 	}{
-		{"a tenth of the CPUs' time", cpuTimes{steal: 100 + int64(n*10)}, nil, time.Second, 0.1},
-		{"none", cpuTimes{steal: 100}, nil, time.Second, 0},
-		{"unreadable", cpuTimes{steal: 200}, errCPUBusy, time.Second, -1},
-		{"counter went back", cpuTimes{steal: 50}, nil, time.Second, -1},
-		{"no time passed", cpuTimes{steal: 200}, nil, 0, -1},
+		{"a tenth of the CPUs' time", cpuTimes{steal: 140, cpus: 4}, nil, time.Second, 0.1},
+		{"none", cpuTimes{steal: 100, cpus: 4}, nil, time.Second, 0},
+		{"unreadable", cpuTimes{steal: 200, cpus: 4}, errCPUTimes, time.Second, -1},
+		{"counter went back", cpuTimes{steal: 50, cpus: 4}, nil, time.Second, -1},
+		{"no time passed", cpuTimes{steal: 200, cpus: 4}, nil, 0, -1},
+		{"no CPUs counted", cpuTimes{steal: 200}, nil, time.Second, -1},
 	}
 	for _, tt := range tests {
 		if got := stealShare(t0, tt.t1, nil, tt.err, tt.wall); math.Abs(got-tt.want) > 1e-9 {

@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -282,9 +281,14 @@ type cpuTimes struct {
 	// shows, as a dip in a run that no tool caused (0 where the kernel
 	// does not report it).
 	steal int64
+	// cpus counts the per-CPU lines below the aggregate one: the CPUs
+	// whose times it sums (all online ones, whatever the harness's own
+	// affinity), and so what a share of "the CPUs' time" is a share of.
+	cpus int
 }
 
-func machineTicks() (cpuTimes, error) {
+// readCPUTimes reads the machine's CPU times from /proc/stat.
+func readCPUTimes() (cpuTimes, error) {
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
 		return cpuTimes{}, err
@@ -292,17 +296,17 @@ func machineTicks() (cpuTimes, error) {
 	return parseCPUTimes(b)
 }
 
-var errCPUBusy = errors.New("unreadable /proc/stat")
+var errCPUTimes = errors.New("unreadable /proc/stat")
 
 // parseCPUTimes reads the aggregate "cpu" line of /proc/stat: user nice
 // system idle iowait irq softirq steal ... (guest time is already part of
 // user). Idle, iowait and steal are not work done on this machine's behalf
-// by its CPUs.
+// by its CPUs. It counts the "cpuN" lines after it.
 func parseCPUTimes(b []byte) (cpuTimes, error) {
-	line, _, _ := bytes.Cut(b, []byte("\n"))
+	line, rest, _ := bytes.Cut(b, []byte("\n"))
 	f := strings.Fields(string(line))
 	if len(f) < 8 || f[0] != "cpu" {
-		return cpuTimes{}, errCPUBusy
+		return cpuTimes{}, errCPUTimes
 	}
 	field := func(i int) (int64, bool) {
 		v, err := strconv.ParseInt(f[i], 10, 64)
@@ -312,24 +316,30 @@ func parseCPUTimes(b []byte) (cpuTimes, error) {
 	for _, i := range []int{1, 2, 3, 6, 7} {
 		v, ok := field(i)
 		if !ok || t.busy+v < t.busy {
-			return cpuTimes{}, errCPUBusy
+			return cpuTimes{}, errCPUTimes
 		}
 		t.busy += v
 	}
 	if len(f) > 8 {
 		v, ok := field(8)
 		if !ok {
-			return cpuTimes{}, errCPUBusy
+			return cpuTimes{}, errCPUTimes
 		}
 		t.steal = v
+	}
+	for len(rest) > 0 {
+		line, rest, _ = bytes.Cut(rest, []byte("\n"))
+		if len(line) > 3 && bytes.HasPrefix(line, []byte("cpu")) && line[3] >= '0' && line[3] <= '9' {
+			t.cpus++
+		}
 	}
 	return t, nil
 }
 
 // stealShare is the share of the CPUs' time over wall that the hypervisor
-// took (-1 when either reading failed).
+// took (-1 when either reading failed, or did not count the CPUs).
 func stealShare(t0, t1 cpuTimes, err0, err1 error, wall time.Duration) float64 {
-	capacity := wall.Seconds() * clockTicks * float64(runtime.NumCPU())
+	capacity := wall.Seconds() * clockTicks * float64(t1.cpus)
 	if err0 != nil || err1 != nil || t1.steal < t0.steal || capacity <= 0 {
 		return -1
 	}

@@ -187,7 +187,7 @@ func measure(in *instance, h *hostNS, c testCase, secs int, rrBin string) (sampl
 	}
 	defer srv.stop()
 
-	m0, mErr := machineTicks()
+	m0, mErr := readCPUTimes()
 	began := time.Now()
 	t0 := int64(-1)
 	if in.main != nil {
@@ -196,7 +196,7 @@ func measure(in *instance, h *hostNS, c testCase, secs int, rrBin string) (sampl
 		}
 	}
 	out, runErr := run(time.Duration(secs+20)*time.Second, cliArgv...)
-	m1, mErr1 := machineTicks()
+	m1, mErr1 := readCPUTimes()
 	wall := time.Since(began)
 	var t1 int64 = -1
 	if in.main != nil {
