@@ -126,6 +126,20 @@ func (ce *cell) worstShare() (float64, bool) {
 	return worst / med, worst > 0
 }
 
+// rcvDropShare is the median share of the datagrams reaching the
+// receiving socket that it dropped, over the runs that read it: beside a
+// UDP row's rate, it tells a tool that forwarded less from one whose
+// receiver could not keep up with more.
+func (ce *cell) rcvDropShare() (float64, bool) {
+	var v []float64
+	for _, s := range ce.samples {
+		if s.rcvDrops >= 0 {
+			v = append(v, s.rcvDrops)
+		}
+	}
+	return median(v)
+}
+
 // stealLimit is the share of the CPUs' time above which a run counts as
 // slowed by the hypervisor: more than a run-to-run difference between
 // tools on this kind of machine, and far above what a quiet VM loses.
@@ -212,12 +226,13 @@ type section struct {
 	title, unit, cpuUnit string
 	match                func(testCase) bool
 	worst                bool // show the worst second of each row
+	drops                bool // show the receiver's drop share of each row
 }
 
 var sections = []section{
-	{"TCP throughput", "Gbit/s", "CPU s/GB", func(c testCase) bool { return c.kind == "tcp" }, true},
-	{"UDP throughput (received)", "Gbit/s", "CPU s/GB", func(c testCase) bool { return c.kind == "udp" }, false},
-	{"TCP request/response (1-byte messages)", "transactions/s", "CPU µs/transaction", func(c testCase) bool { return c.isRR() }, false},
+	{"TCP throughput", "Gbit/s", "CPU s/GB", func(c testCase) bool { return c.kind == "tcp" }, true, false},
+	{"UDP throughput (received)", "Gbit/s", "CPU s/GB", func(c testCase) bool { return c.kind == "udp" }, false, true},
+	{"TCP request/response (1-byte messages)", "transactions/s", "CPU µs/transaction", func(c testCase) bool { return c.isRR() }, false, false},
 }
 
 const spreadNote = "the two tools' runs of this row cross (each one's slowest run is no faster than the other's fastest): the ratio is within run-to-run spread"
@@ -309,6 +324,11 @@ func renderReport(o options, cases []testCase, r *results, machine, vers string,
 				hdr = append(hdr, "worst 1 s/median "+t)
 			}
 		}
+		if sec.drops {
+			for _, t := range r.tools {
+				hdr = append(hdr, "receiver dropped "+t)
+			}
+		}
 		fmt.Fprintf(&b, "| %s |\n|%s\n", strings.Join(hdr, " | "), strings.Repeat(" --- |", len(hdr)))
 		for _, c := range rows {
 			vals := map[string]float64{}
@@ -380,6 +400,15 @@ func renderReport(o options, cases []testCase, r *results, machine, vers string,
 				for _, t := range r.tools {
 					if v, ok := r.resolve(c, t).worstShare(); ok {
 						line = append(line, fmt.Sprintf("%.2f", v))
+					} else {
+						line = append(line, "–")
+					}
+				}
+			}
+			if sec.drops {
+				for _, t := range r.tools {
+					if v, ok := r.resolve(c, t).rcvDropShare(); ok {
+						line = append(line, fmt.Sprintf("%.0f%%", 100*v))
 					} else {
 						line = append(line, "–")
 					}

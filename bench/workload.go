@@ -91,6 +91,9 @@ type sample struct {
 	// Gbit/s (0: not measured): a stall or dip shows here even when the
 	// run's average hides it.
 	worst float64
+	// rcvDrops is, for UDP, the share of the datagrams reaching the
+	// receiving socket that it dropped for want of buffer (-1: not read).
+	rcvDrops float64
 }
 
 // errNA marks a combination a tool does not offer (as opposed to one that
@@ -187,6 +190,12 @@ func measure(in *instance, h *hostNS, c testCase, secs int, rrBin string) (sampl
 	}
 	defer srv.stop()
 
+	udp := c.kind == "udp"
+	var u0, u1 udpCounts
+	var uErr0, uErr1 error
+	if udp {
+		u0, uErr0 = readUDPCounts(srvWrap, c.fam)
+	}
 	m0, mErr := readCPUTimes()
 	began := time.Now()
 	t0 := int64(-1)
@@ -207,6 +216,11 @@ func measure(in *instance, h *hostNS, c testCase, secs int, rrBin string) (sampl
 			}
 			return sample{}, err
 		}
+	}
+	// Read after the run's CPU readings, so that its own processes are
+	// not counted in them.
+	if udp {
+		u1, uErr1 = readUDPCounts(srvWrap, c.fam)
 	}
 	var s sample
 	if c.isRR() {
@@ -233,6 +247,10 @@ func measure(in *instance, h *hostNS, c testCase, secs int, rrBin string) (sampl
 		s.machineTicks = m1.busy - m0.busy
 	}
 	s.steal = stealShare(m0, m1, mErr, mErr1, wall)
+	s.rcvDrops = -1
+	if udp {
+		s.rcvDrops = receiverDrops(u0, u1, uErr0, uErr1)
+	}
 	srv.wait(3 * time.Second)
 	return s, nil
 }
