@@ -75,12 +75,20 @@ func median(xs []float64) (float64, bool) {
 	return (s[n/2-1] + s[n/2]) / 2, true
 }
 
-func (ce *cell) value() (float64, bool) {
+// medianOf is the median of f over the cell's runs, leaving out the runs
+// for which f has no figure.
+func (ce *cell) medianOf(f func(sample) (float64, bool)) (float64, bool) {
 	var v []float64
 	for _, s := range ce.samples {
-		v = append(v, s.value)
+		if x, ok := f(s); ok {
+			v = append(v, x)
+		}
 	}
 	return median(v)
+}
+
+func (ce *cell) value() (float64, bool) {
+	return ce.medianOf(func(s sample) (float64, bool) { return s.value, true })
 }
 
 // spread is the slowest and the fastest run of a cell (zeros when it has
@@ -131,13 +139,7 @@ func (ce *cell) worstShare() (float64, bool) {
 // UDP row's rate, it tells a tool that forwarded less from one whose
 // receiver could not keep up with more.
 func (ce *cell) rcvDropShare() (float64, bool) {
-	var v []float64
-	for _, s := range ce.samples {
-		if s.rcvDrops >= 0 {
-			v = append(v, s.rcvDrops)
-		}
-	}
-	return median(v)
+	return ce.medianOf(func(s sample) (float64, bool) { return s.rcvDrops, s.rcvDrops >= 0 })
 }
 
 // stealLimit is the share of the CPUs' time above which a run counts as
@@ -170,19 +172,16 @@ func (ce *cell) machineCPU(rr bool) (float64, bool) {
 }
 
 func (ce *cell) perUnit(rr bool, ticks func(sample) int64) (float64, bool) {
-	var v []float64
-	for _, s := range ce.samples {
+	return ce.medianOf(func(s sample) (float64, bool) {
 		if ticks(s) < 0 || s.amount <= 0 {
-			continue
+			return 0, false
 		}
 		sec := float64(ticks(s)) / clockTicks
 		if rr {
-			v = append(v, sec*1e6/s.amount)
-		} else {
-			v = append(v, sec/(s.amount/1e9))
+			return sec * 1e6 / s.amount, true
 		}
-	}
-	return median(v)
+		return sec / (s.amount / 1e9), true
+	})
 }
 
 func formatValue(c testCase, v float64) string {

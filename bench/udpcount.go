@@ -10,8 +10,8 @@ import (
 
 // A UDP row's received rate is what the receiving iperf3 took, and on two
 // CPUs shared by sender, tool and receiver that is often less than what
-// the tool delivered: the receiver's socket (208 KiB, three 64 KiB
-// datagrams) overflows whenever the tool delivers faster than the receiver
+// the tool delivered: the receiver's socket (208 KiB by default, three
+// 64 KiB datagrams) overflows whenever the tool delivers faster than the receiver
 // reads. A tool that forwards more then shows a higher drop share, not a
 // higher rate. The receiving namespace's own UDP counters say which: every
 // datagram that reached the receiving socket is counted as delivered

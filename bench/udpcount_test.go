@@ -56,6 +56,9 @@ func FuzzParseUDPCounts(f *testing.F) {
 		if err == nil && (c.in < 0 || c.rcvbufErrors < 0) {
 			t.Fatalf("negative counters %+v from %q", c, b)
 		}
+		if err == nil && fam != 4 && fam != 6 {
+			t.Fatalf("counters %+v for address family %d", c, fam)
+		}
 	})
 }
 

@@ -226,7 +226,7 @@ func measure(in *instance, h *hostNS, c testCase, secs int, rrBin string) (sampl
 	if c.isRR() {
 		s, err = parseRR([]byte(out))
 	} else {
-		s, err = parseIperf([]byte(out), c.kind == "udp")
+		s, err = parseIperf([]byte(out), udp)
 	}
 	if err != nil {
 		if runErr != nil && strings.TrimSpace(out) == "" {
