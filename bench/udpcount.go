@@ -11,11 +11,14 @@ import (
 // A UDP row's received rate is what the receiving iperf3 took, and on two
 // CPUs shared by sender, tool and receiver that is often less than what
 // the tool delivered: the receiver's socket (208 KiB by default, three
-// 64 KiB datagrams) overflows whenever the tool delivers faster than the receiver
-// reads. A tool that forwards more then shows a higher drop share, not a
-// higher rate. The receiving namespace's own UDP counters say which: every
-// datagram that reached the receiving socket is counted as delivered
-// (InDatagrams) or dropped for want of buffer (RcvbufErrors).
+// 64 KiB datagrams) overflows whenever the tool delivers faster than the
+// receiver reads. A tool that forwards more then shows a higher drop
+// share, not a higher rate. The receiving namespace's own UDP counters
+// say which: the kernel counts a datagram in RcvbufErrors when the socket
+// had no room for it, and in InDatagrams when the application reads it.
+// The few still queued at the second reading (at most a buffer's worth)
+// are in neither, which moves the share by a few datagrams in hundreds
+// of thousands.
 
 // udpCounts are a namespace's UDP counters for one address family.
 type udpCounts struct {
