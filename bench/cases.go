@@ -23,12 +23,14 @@ func fullCases() []testCase {
 			testCase{kind: "tcp", dir: "in", path: "splice", fam: fam, mtu: mtuBig},
 		)
 	}
-	for _, fam := range []int{4, 6} {
-		for _, size := range []int{1400, 65000} {
-			cs = append(cs,
-				testCase{kind: "udp", dir: "out", path: "tap", fam: fam, mtu: mtuBig, size: size},
-				testCase{kind: "udp", dir: "in", path: "tap", fam: fam, mtu: mtuBig, size: size},
-			)
+	for _, path := range []string{"tap", "splice"} {
+		for _, fam := range []int{4, 6} {
+			for _, size := range []int{1400, 65000} {
+				cs = append(cs,
+					testCase{kind: "udp", dir: "out", path: path, fam: fam, mtu: mtuBig, size: size},
+					testCase{kind: "udp", dir: "in", path: path, fam: fam, mtu: mtuBig, size: size},
+				)
+			}
 		}
 	}
 	for _, kind := range []string{"rr", "crr"} {
@@ -56,6 +58,7 @@ func quickCases() []testCase {
 		testCase{kind: "tcp", dir: "in", path: "splice", fam: 4, mtu: mtuBig},
 		testCase{kind: "udp", dir: "out", path: "tap", fam: 4, mtu: mtuBig, size: 1400},
 		testCase{kind: "udp", dir: "out", path: "tap", fam: 4, mtu: mtuBig, size: 65000},
+		testCase{kind: "udp", dir: "out", path: "splice", fam: 4, mtu: mtuBig, size: 65000},
 		testCase{kind: "rr", dir: "out", path: "tap", fam: 4, mtu: mtuBig},
 		testCase{kind: "crr", dir: "in", path: "tap", fam: 4, mtu: mtuBig},
 	)

@@ -126,7 +126,7 @@ func startPastaLike(name, bin string, h *hostNS, mtu int) (*instance, error) {
 	args := []string{bin, "--config-net", "-f", "-m", itoa(mtu),
 		"-a", nsAddr4, "-n", "24", "-g", hostGW4, "-a", nsAddr6, "-g", hostGW6,
 		"-t", fmt.Sprintf("%d,%d", portIn, portInRR), "-u", itoa(portIn),
-		"-T", fmt.Sprintf("%d,%d", portOut, portOutRR), "-U", "none",
+		"-T", fmt.Sprintf("%d,%d", portOut, portOutRR), "-U", itoa(portOut),
 		itoa(holder.pid())}
 	in.main, err = start(name, h.cmd(args...), "", 0)
 	if err != nil {

@@ -38,8 +38,12 @@ func (c testCase) label() string {
 		path = "TAP, -t from " + hostAddr(c.fam)
 	case c.path == "gw":
 		path = "TAP, to gateway → host lo"
+	case c.dir == "out" && c.kind == "udp":
+		path = "splice, -U to " + loAddr(c.fam)
 	case c.dir == "out":
 		path = "splice, -T to " + loAddr(c.fam)
+	case c.kind == "udp":
+		path = "splice, -u from " + loAddr(c.fam)
 	default:
 		path = "splice, -t from " + loAddr(c.fam)
 	}

@@ -7,6 +7,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gopasta/gopasta/internal/header"
+	"github.com/gopasta/gopasta/internal/sock"
 )
 
 // UDP flows follow conntrack's timeouts, as pasta: 30 s, and 120 s once a
@@ -17,9 +18,6 @@ const (
 	udpTimeout       = 30 * int64(1e9)
 	udpTimeoutStream = 120 * int64(1e9)
 	udpBatch         = 64 // datagrams per sendmmsg / recvmmsg
-	// udpBurstBytes bounds the payload of one recvmmsg batch toward the
-	// namespace (see udpBurst).
-	udpBurstBytes = 64 << 10
 
 	// Flow.Flags of a UDP flow: who opened it, and whether each side
 	// sent once or more, counted as pasta counts: per batch on the flow's
@@ -259,20 +257,11 @@ func (u *udpTr) sockEvent(e *Engine, idx int32, events uint32) {
 
 // udpBurst is how many datagrams to read from a host socket at once, when
 // the largest datagram of the previous batch from it carried last bytes (0:
-// none yet). A batch goes into the namespace back to back, each frame
-// straight into the receiving socket, whose default buffer (208 KiB) holds
-// three datagrams of 64 KiB: a batch of nine of those, which recvmmsg
-// returns when the sender refills the socket while it copies, overflows a
-// receiver that reads one at a time, and every datagram dropped there cost
-// two copies here. Bounding the batch to 64 KiB of payload reads large
-// datagrams one at a time, as they can be taken (measured, host to
-// namespace at 65000 bytes: 26-33% of forwarded datagrams dropped in the
-// namespace instead of 36-37%), and still 46 of 1400 bytes at once.
+// none yet): sock.Burst's rule. Measured here, host to namespace at 65000
+// bytes: 26-33% of forwarded datagrams dropped in the namespace instead of
+// 36-37% in unbounded batches.
 func udpBurst(last int) int {
-	if last <= 0 {
-		return udpBatch
-	}
-	return max(1, min(udpBatch, udpBurstBytes/last))
+	return sock.Burst(udpBatch, last)
 }
 
 // receive turns one recvmmsg batch of host datagrams into frames, received

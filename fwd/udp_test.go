@@ -131,24 +131,6 @@ func TestUDPBatchAndFlows(t *testing.T) {
 	}
 }
 
-func TestUDPBurst(t *testing.T) {
-	tests := []struct{ last, want int }{
-		{0, udpBatch}, // nothing read yet
-		{1, udpBatch},
-		{1400, 46},
-		{20000, 3},
-		{32768, 2},
-		{65000, 1},
-		{65507, 1},
-		{1 << 20, 1},
-	}
-	for _, tt := range tests {
-		if got := udpBurst(tt.last); got != tt.want {
-			t.Errorf("udpBurst(%d): got %d, want %d", tt.last, got, tt.want)
-		}
-	}
-}
-
 // recvRecorder passes every call through to the kernel and records how
 // many datagrams each recvmmsg asked for and got.
 type recvRecorder struct {

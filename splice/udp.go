@@ -5,6 +5,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gopasta/gopasta/internal/sock"
 )
 
 // udpFlow forwards datagrams between two connected UDP sockets, one per
@@ -21,11 +23,14 @@ import (
 // batch, plus the datagrams that reached a listener before the flow had a
 // socket of its own (listen.go, AddUDP's early datagrams).
 type udpFlow struct {
-	fd     [2]int
-	seen   [2]bool // datagrams came from this side; both means replied
-	gen    uint32
-	active bool
-	last   int64
+	fd   [2]int
+	seen [2]bool // datagrams came from this side; both means replied
+	// lastLen[s]: the largest datagram of the last batch read from fd[s]
+	// (0: none yet), which bounds the next batch (sock.Burst).
+	lastLen [2]uint32
+	gen     uint32
+	active  bool
+	last    int64
 	// pend[s]: datagrams waiting for fd[s] to take them; armed[s]: the
 	// epoll events fd[s] is registered for.
 	pend  [2][][]byte
@@ -320,11 +325,12 @@ func (f *Forwarder) udpEvent(slot, side int, events uint32) {
 	b := f.udpBatch
 	src, dst := u.fd[side], u.fd[1-side]
 	for round := 0; round < udpRounds; round++ {
-		for i := range b.msgs {
+		want := sock.Burst(len(b.msgs), int(u.lastLen[side]))
+		for i := range want {
 			b.iovs[i].SetLen(udpBufSize)
 			b.msgs[i].Len = 0
 		}
-		n, err := mmsg(unix.SYS_RECVMMSG, src, b.msgs, unix.MSG_DONTWAIT)
+		n, err := mmsg(unix.SYS_RECVMMSG, src, b.msgs[:want], unix.MSG_DONTWAIT)
 		if err != nil || n == 0 {
 			// EAGAIN: drained. ECONNREFUSED: a pending ICMP error, now
 			// consumed; level triggering brings us back if data waits.
@@ -332,9 +338,12 @@ func (f *Forwarder) udpEvent(slot, side int, events uint32) {
 		}
 		u.seen[side] = true
 		u.last = f.now
+		last := uint32(0)
 		for i := 0; i < n; i++ {
 			b.iovs[i].SetLen(int(b.msgs[i].Len))
+			last = max(last, b.msgs[i].Len)
 		}
+		u.lastLen[side] = last
 		sent, failed := 0, false
 		for sent < n {
 			m, err := mmsg(unix.SYS_SENDMMSG, dst, b.msgs[sent:n], unix.MSG_DONTWAIT)
@@ -366,7 +375,7 @@ func (f *Forwarder) udpEvent(slot, side int, events uint32) {
 				failed = false
 			}
 		}
-		if n < len(b.msgs) {
+		if n < want {
 			return
 		}
 	}

@@ -475,3 +475,78 @@ func sysFd(t *testing.T, c *net.UDPConn) int {
 	rc.Control(func(s uintptr) { fd = int(s) })
 	return fd
 }
+
+// TestUDPBurstBound: once a flow has carried a large datagram, a readiness
+// event reads the next ones one per recvmmsg (udpRounds of them; the rest
+// wait for the next event), so that a batch of them neither floods the
+// receiving socket nor spreads over 2 MiB of buffers; small datagrams still
+// go in one batch. The Forwarder's loop does not run: the test drives the
+// flow itself, with every datagram already queued on a (loopback delivers
+// during sendto).
+func TestUDPBurstBound(t *testing.T) {
+	tests := []struct {
+		name           string
+		size, queued   int
+		want           int // datagrams moved by one event
+		wantLeftQueued bool
+	}{
+		{"65000 bytes", 65000, udpRounds + 2, udpRounds, true},
+		{"1400 bytes", 1400, udpRounds + 2, udpRounds + 2, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, err := NewForwarder(Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			p := newUDPPair(t)
+			for _, fd := range []int{p.a, p.b} {
+				if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 4<<20); err != nil {
+					t.Fatal(err)
+				}
+				if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, 4<<20); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := p.srv.SetReadBuffer(4 << 20); err != nil {
+				t.Fatal(err)
+			}
+			slot, err := f.openUDP(p.a, p.b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			send := func(n int) {
+				t.Helper()
+				for range n {
+					if _, err := p.client.WriteToUDP(make([]byte, tt.size), p.front); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			// The first datagram sets the size that bounds the next batch.
+			send(1)
+			f.udpEvent(slot, 0, unix.EPOLLIN)
+			before := f.Stats().UDPDatagrams
+			send(tt.queued)
+			f.udpEvent(slot, 0, unix.EPOLLIN)
+			if got := f.Stats().UDPDatagrams - before; got != uint64(tt.want) {
+				t.Errorf("one event moved %d datagrams of %d queued, want %d", got, tt.queued, tt.want)
+			}
+			left, err := unix.IoctlGetInt(p.a, unix.SIOCINQ)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (left > 0) != tt.wantLeftQueued {
+				t.Errorf("next datagram waiting on a: %d bytes, want some: %v", left, tt.wantLeftQueued)
+			}
+			buf := make([]byte, 65536)
+			for i := range 1 + tt.want {
+				n, err := p.srv.Read(buf)
+				if err != nil || n != tt.size {
+					t.Fatalf("server read %d: got %d bytes, err %v, want %d", i, n, err, tt.size)
+				}
+			}
+		})
+	}
+}

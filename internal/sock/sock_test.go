@@ -345,3 +345,23 @@ func sockPort(sa unix.Sockaddr) uint16 {
 	}
 	return 0
 }
+
+func TestBurst(t *testing.T) {
+	tests := []struct{ batch, last, want int }{
+		{64, 0, 64}, // nothing read yet
+		{64, 1, 64},
+		{64, 1400, 46},
+		{32, 1400, 32},
+		{64, 20000, 3},
+		{64, 32768, 2},
+		{64, 65000, 1},
+		{64, 65507, 1},
+		{64, 1 << 20, 1},
+		{1, 1, 1},
+	}
+	for _, tt := range tests {
+		if got := Burst(tt.batch, tt.last); got != tt.want {
+			t.Errorf("Burst(%d, %d): got %d, want %d", tt.batch, tt.last, got, tt.want)
+		}
+	}
+}
