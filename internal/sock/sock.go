@@ -491,8 +491,8 @@ const BurstBytes = 64 << 10
 //     them are 2 MiB, a core's whole L2 cache on the machines measured, so
 //     the send copies what the receive wrote from farther out: with 65000
 //     bytes per datagram, the copy into the socket took 57-94% more time
-//     per datagram in batches of up to 32 than one at a time (perf
-//     samples per datagram forwarded, three pairs of runs).
+//     per datagram in batches of up to 32 than in batches of one or two
+//     (perf samples per datagram forwarded, three pairs of runs).
 //
 // Bounding a batch to BurstBytes of payload reads large datagrams one at a
 // time, into the same hot buffer, and still 46 of 1400 bytes at once.
