@@ -66,7 +66,7 @@ check:
 ## bench: the comparison harness (bench/, needs root): builds gopasta,
 ## installs iperf3, passt and slirp4netns when missing, then runs every
 ## workload through gopasta, pasta, slirp4netns and a plain veth pair inside
-## a throwaway host namespace as uid 65534, 3 runs of 5 s per row (about 30
+## a throwaway host namespace as uid 65534, 3 runs of 5 s per row (about 35
 ## minutes); prints the table, writes bench/results/latest.md and the
 ## results section of docs/performance.md. BENCHFLAGS adds options, e.g.
 ## BENCHFLAGS='-filter tcp -runs 1'. (The packages' Go micro-benchmarks:
