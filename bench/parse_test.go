@@ -393,3 +393,24 @@ func errorAsWanted(t *testing.T, err error, wantErr string) bool {
 	}
 	return wantErr == ""
 }
+
+// TestCaseLabels: each row's label names the forwarding option its traffic
+// takes, so that a row is not read as another path's.
+func TestCaseLabels(t *testing.T) {
+	tests := []struct {
+		c    testCase
+		want string
+	}{
+		{testCase{kind: "tcp", dir: "out", path: "splice", fam: 4, mtu: mtuBig}, "TCP ns→host IPv4, splice, -T to 127.0.0.1"},
+		{testCase{kind: "tcp", dir: "in", path: "splice", fam: 6, mtu: mtuBig}, "TCP host→ns IPv6, splice, -t from ::1"},
+		{testCase{kind: "udp", dir: "out", path: "splice", fam: 4, mtu: mtuBig, size: 65000}, "UDP ns→host IPv4, splice, -U to 127.0.0.1, -l 65000"},
+		{testCase{kind: "udp", dir: "in", path: "splice", fam: 6, mtu: mtuBig, size: 1400}, "UDP host→ns IPv6, splice, -u from ::1, -l 1400"},
+		{testCase{kind: "udp", dir: "in", path: "tap", fam: 4, mtu: mtuBig, size: 1400}, "UDP host→ns IPv4, TAP, -u from 192.0.2.1, MTU 65520, -l 1400"},
+		{testCase{kind: "crr", dir: "in", path: "splice", fam: 4, mtu: mtuBig}, "CRR host→ns IPv4, splice, -t from 127.0.0.1"},
+	}
+	for _, tt := range tests {
+		if got := tt.c.label(); got != tt.want {
+			t.Errorf("label of %s: got %q, want %q", tt.c.id(), got, tt.want)
+		}
+	}
+}
