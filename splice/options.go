@@ -33,8 +33,9 @@ type Options struct {
 	// UDPTimeout and UDPReplyTimeout default to 30 s and 120 s.
 	UDPTimeout, UDPReplyTimeout time.Duration
 	// UDPBatch is how many datagrams one recvmmsg/sendmmsg moves at most
-	// (default 32); a flow reads fewer while its datagrams are large, at
-	// most 64 KiB of them by the size of its last batch (sock.Burst).
+	// (default 32); a flow reads fewer while its datagrams are large: at
+	// most 64 KiB of them, judged by the largest datagram of its last
+	// batch (sock.Burst).
 	UDPBatch int
 	// Logger gets connection errors at debug level; nil discards.
 	Logger *slog.Logger

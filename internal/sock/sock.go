@@ -488,7 +488,7 @@ const BurstBytes = 64 << 10
 //     overflows a receiver that reads one at a time, and each datagram
 //     dropped there cost the forwarder two copies.
 //   - Each datagram has a buffer of its own, 64 KiB apart. Thirty-two of
-//     them are 2 MiB, a core's whole L2 cache on the machines measured, so
+//     them are 2 MiB, a core's whole L2 cache on the VM measured, so
 //     the send copies what the receive wrote from farther out: with 65000
 //     bytes per datagram, the copy into the socket took 57-94% more time
 //     per datagram in batches of up to 32 than in batches of one or two
