@@ -35,7 +35,12 @@ func drained(n, asked, inPipe, size, page int) bool {
 // readable[s]/writable[s] are set by events and cleared only when a splice
 // proves them wrong (EAGAIN). That keeps epoll_ctl out of the data path:
 // a full pipe simply stops reads until the sink drains, and a full sink
-// waits for its EPOLLOUT edge.
+// waits for its EPOLLOUT edge. The cost: while a direction waits on its
+// sink, each segment that reaches its source still raises an EPOLLIN edge
+// and wakes the loop for nothing (most of the loop's wake-ups in a bulk
+// transfer to a slower receiver). Taking EPOLLIN out of the source's
+// registration for the stall halved those wake-ups and lowered the rate
+// (docs/performance.md, "No EPOLLIN on a stalled source"), so they stay.
 type tcpConn struct {
 	fd       [2]int
 	dir      [2]tcpDir
