@@ -283,38 +283,42 @@ func TestWatchAfterChroot(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		lines := make(chan string, 4)
+		// Wait closes the pipe, so it runs only once the output has been
+		// read to its end (the child's exit): a Wait racing the read can
+		// lose the child's last line.
+		type exit struct {
+			err   error
+			lines []string
+		}
+		exited := make(chan exit, 1)
+		waited := make(chan struct{})
 		go func() {
+			defer close(waited)
 			b, _ := io.ReadAll(out)
-			for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-				lines <- l
-			}
-			close(lines)
+			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+			exited <- exit{cmd.Wait(), lines}
 		}()
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
+		t.Cleanup(func() {
+			cmd.Process.Kill()
+			select {
+			case <-waited:
+			case <-time.After(10 * time.Second):
+				t.Error("child not reaped within 10s of SIGKILL")
+			}
+		})
 		// Give it time to fire wrongly before the namespace goes.
 		select {
-		case err := <-exited:
-			var got []string
-			for l := range lines {
-				got = append(got, l)
-			}
-			t.Fatalf("child exited before the namespace went: %v, output %q", err, got)
+		case e := <-exited:
+			t.Fatalf("child exited before the namespace went: %v, output %q", e.err, e.lines)
 		case <-time.After(1500 * time.Millisecond):
 		}
 		gone()
 		select {
-		case err := <-exited:
-			var got []string
-			for l := range lines {
-				got = append(got, l)
+		case e := <-exited:
+			if e.err != nil {
+				t.Fatalf("child: %v, output %q, want exit 0 after \"gone\"", e.err, e.lines)
 			}
-			if err != nil {
-				t.Fatalf("child: %v, output %q, want exit 0 after \"gone\"", err, got)
-			}
-			if len(got) == 0 || got[len(got)-1] != "gone" {
+			if got := e.lines; len(got) == 0 || got[len(got)-1] != "gone" {
 				t.Fatalf("child output %q, want ready then gone", got)
 			}
 		case <-time.After(10 * time.Second):
