@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -285,15 +286,16 @@ func TestWatchAfterChroot(t *testing.T) {
 		}
 		// Wait closes the pipe, so it runs only once the output has been
 		// read to its end (the child's exit): a Wait racing the read can
-		// lose the child's last line.
+		// lose the child's last line. exited is closed after its one
+		// value, so Cleanup's receive also returns once the test has
+		// taken that value.
 		type exit struct {
 			err   error
 			lines []string
 		}
 		exited := make(chan exit, 1)
-		waited := make(chan struct{})
 		go func() {
-			defer close(waited)
+			defer close(exited)
 			b, _ := io.ReadAll(out)
 			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 			exited <- exit{cmd.Wait(), lines}
@@ -301,7 +303,7 @@ func TestWatchAfterChroot(t *testing.T) {
 		t.Cleanup(func() {
 			cmd.Process.Kill()
 			select {
-			case <-waited:
+			case <-exited:
 			case <-time.After(10 * time.Second):
 				t.Error("child not reaped within 10s of SIGKILL")
 			}
@@ -318,8 +320,8 @@ func TestWatchAfterChroot(t *testing.T) {
 			if e.err != nil {
 				t.Fatalf("child: %v, output %q, want exit 0 after \"gone\"", e.err, e.lines)
 			}
-			if got := e.lines; len(got) == 0 || got[len(got)-1] != "gone" {
-				t.Fatalf("child output %q, want ready then gone", got)
+			if want := []string{"ready", "gone"}; !slices.Equal(e.lines, want) {
+				t.Fatalf("child output %q, want %q", e.lines, want)
 			}
 		case <-time.After(10 * time.Second):
 			t.Fatal("child did not exit within 10s")
