@@ -119,7 +119,7 @@ func testParams() *NetParams {
 type fakeSys struct {
 	next int
 	open map[int]bool
-	sent int
+	sent int // datagrams sent (a segmentation offload message holds several)
 	// replies is how many 1-byte datagrams recvmmsg hands out, as if the
 	// host answered on a flow's socket.
 	replies int
@@ -138,11 +138,16 @@ func (s *fakeSys) socket(d, t, p int) (int, error) {
 	s.open[s.next] = true
 	return s.next, nil
 }
-func (s *fakeSys) bind(int, unix.Sockaddr) error             { return nil }
-func (s *fakeSys) connect(int, unix.Sockaddr) error          { return nil }
-func (s *fakeSys) setsockoptInt(int, int, int, int) error    { return nil }
-func (s *fakeSys) bindToDevice(int, string) error            { return nil }
-func (s *fakeSys) sendmmsg(fd int, m []mmsghdr) (int, error) { s.sent += len(m); return len(m), nil }
+func (s *fakeSys) bind(int, unix.Sockaddr) error          { return nil }
+func (s *fakeSys) connect(int, unix.Sockaddr) error       { return nil }
+func (s *fakeSys) setsockoptInt(int, int, int, int) error { return nil }
+func (s *fakeSys) bindToDevice(int, string) error         { return nil }
+func (s *fakeSys) sendmmsg(fd int, m []mmsghdr) (int, error) {
+	for _, msg := range m {
+		s.sent += int(msg.hdr.Iovlen)
+	}
+	return len(m), nil
+}
 func (s *fakeSys) recvmmsg(_ int, m []mmsghdr) (int, error) {
 	n := min(s.replies, len(m))
 	if n == 0 {

@@ -2,12 +2,17 @@ package fwd
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/gopasta/gopasta/internal/header"
 )
@@ -276,4 +281,241 @@ func TestUDPLargerThanMTU(t *testing.T) {
 	if got := e.Stats().Drops[DropTooBig]; got != 0 {
 		t.Errorf("too-big drops: got %d, want 0", got)
 	}
+}
+
+// TestGSORun: which datagrams one UDP_SEGMENT message takes, from the first
+// on: a run of the first one's size and at most one shorter after it,
+// within the kernel's segment count and payload limits.
+func TestGSORun(t *testing.T) {
+	rep := func(n, size int) []int { return slices.Repeat([]int{size}, n) }
+	for _, tc := range []struct {
+		name  string
+		sizes []int
+		want  int
+	}{
+		{"one", []int{1400}, 1},
+		{"equal", rep(5, 1400), 5},
+		{"shorter last", []int{1400, 1400, 700, 1400}, 3},
+		{"longer breaks", []int{1400, 1400, 1500}, 2},
+		{"shorter first", []int{700, 1400}, 1},
+		{"empty first", []int{0, 0, 0}, 1},
+		{"empty breaks", []int{1400, 0, 1400}, 1},
+		{"segment limit", rep(gsoMaxSegs+5, 100), gsoMaxSegs},
+		{"payload limit", rep(50, 1400), gsoMaxPayload / 1400},
+		{"payload limit, shorter last fits", append(rep(46, 1400), 200), 47},
+		{"payload exactly the limit", []int{gsoMaxPayload - 10, 10}, 2},
+		{"payload a byte over", []int{gsoMaxPayload - 9, 10}, 1},
+		{"two large", []int{40000, 40000}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			iov := make([]unix.Iovec, len(tc.sizes))
+			for i, s := range tc.sizes {
+				iov[i].SetLen(s)
+			}
+			if got := gsoRun(iov); got != tc.want {
+				t.Errorf("gsoRun(%v): got %d, want %d", tc.sizes, got, tc.want)
+			}
+		})
+	}
+}
+
+// sendRecorder passes sendmmsg through to the kernel, after failing, with
+// refuse, any call whose first message asks for segmentation offload, and
+// records each message that went: "N×S" for N datagrams of segment size S
+// in one, or the single datagram's size.
+type sendRecorder struct {
+	sysOps
+	refuse error
+	mu     sync.Mutex
+	msgs   []string
+}
+
+func (r *sendRecorder) sendmmsg(fd int, m []mmsghdr) (int, error) {
+	if r.refuse != nil && m[0].hdr.Controllen != 0 {
+		return 0, r.refuse
+	}
+	n, err := r.sysOps.sendmmsg(fd, m)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, msg := range m[:max(n, 0)] {
+		iov := unsafe.Slice(msg.hdr.Iov, msg.hdr.Iovlen)
+		if msg.hdr.Iovlen == 1 {
+			r.msgs = append(r.msgs, fmt.Sprint(iov[0].Len))
+		} else {
+			r.msgs = append(r.msgs, fmt.Sprintf("%d×%d", msg.hdr.Iovlen, iov[0].Len))
+		}
+	}
+	return n, err
+}
+
+// TestUDPSegmentation sends one batch of a namespace flow's datagrams of
+// mixed sizes, empty ones included, to a host peer: each arrives whole,
+// once and in order. Runs of one size go as one UDP_SEGMENT message each.
+// Where the host refuses that, the datagrams go singly: refused by the
+// recorder (as a kernel without UDP_SEGMENT would), and by the real
+// kernel, the segment size being beyond the path MTU (loopback's MTU made
+// 1280 in the test's own namespace; the single datagrams are fragmented
+// and reassembled).
+func TestUDPSegmentation(t *testing.T) {
+	rep := func(n, size int) []int { return slices.Repeat([]int{size}, n) }
+	mixed := slices.Concat(rep(5, 1000), []int{600}, rep(3, 1000), []int{0, 1200, 1200, 1300})
+	for _, tc := range []struct {
+		name   string
+		listen string
+		ns, gw netip.Addr
+		sizes  []int
+		refuse error
+		loMTU  int
+		want   []string // the messages each batch goes as
+	}{
+		{"ipv4", "127.0.0.1:0", ns4, gw4, mixed, nil, 0,
+			[]string{"6×1000", "3×1000", "0", "2×1200", "1300"}},
+		{"ipv6", "[::1]:0", netip.MustParseAddr("fd00::100"), netip.MustParseAddr("fe80::1"), mixed, nil, 0,
+			[]string{"6×1000", "3×1000", "0", "2×1200", "1300"}},
+		{"refused", "127.0.0.1:0", ns4, gw4, mixed, unix.EIO, 0,
+			[]string{"1000", "1000", "1000", "1000", "1000", "600", "1000", "1000", "1000", "0", "1200", "1200", "1300"}},
+		{"path MTU", "127.0.0.1:0", ns4, gw4, rep(4, 1400), nil, 1280,
+			[]string{"1400", "1400", "1400", "1400"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHostNS(t)
+			if tc.loMTU != 0 {
+				if !h.isNew {
+					t.Skip("needs a network namespace of its own, to set loopback's MTU")
+				}
+				h.do(func() { setMTU(t, "lo", tc.loMTU) })
+			}
+			pc := h.listenUDP(tc.listen)
+			port := uint16(pc.LocalAddr().(*net.UDPAddr).Port)
+			e, l := newTestEngine(t, Options{})
+			rec := &sendRecorder{sysOps: e.sys, refuse: tc.refuse}
+			e.sys = rec
+			h.start(e)
+			payload := func(i, size int) []byte {
+				b := bytes.Repeat([]byte{byte(i)}, size)
+				if size >= 2 {
+					binary.BigEndian.PutUint16(b, uint16(i))
+				}
+				return b
+			}
+			var frames [][]byte
+			for i, s := range tc.sizes {
+				frames = append(frames, udpFrame(tc.ns, tc.gw, 47116, port, payload(i, s)))
+			}
+			buf := make([]byte, 65536)
+			pc.SetReadDeadline(time.Now().Add(5 * time.Second))
+			// Twice: the second batch must find the flow's choice
+			// (offload or not) kept.
+			for round := range 2 {
+				l.inject(frames...)
+				for i, s := range tc.sizes {
+					n, _, err := pc.ReadFromUDPAddrPort(buf)
+					if err != nil {
+						t.Fatalf("round %d, datagram %d: %v", round, i, err)
+					}
+					if want := payload(i, s); !bytes.Equal(buf[:n], want) {
+						t.Fatalf("round %d, datagram %d: got %d bytes starting %x, want %d bytes starting %x",
+							round, i, n, buf[:min(n, 4)], s, want[:min(s, 4)])
+					}
+				}
+			}
+			if st := e.Stats(); st.Drops[DropHostSocket] != 0 {
+				t.Errorf("host socket drops: got %d, want 0", st.Drops[DropHostSocket])
+			}
+			// The recorder notes a call's messages after it returned,
+			// which may be after the peer read them.
+			want := slices.Concat(tc.want, tc.want)
+			var got []string
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+				rec.mu.Lock()
+				got = slices.Clone(rec.msgs)
+				rec.mu.Unlock()
+				if len(got) >= len(want) || time.Now().After(deadline) {
+					break
+				}
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("messages of the two batches: got %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+// setMTU sets the MTU of the interface named ifname in the calling thread's
+// network namespace.
+func setMTU(t *testing.T, ifname string, mtu int) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatalf("socket: %v", err)
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq(ifname)
+	if err != nil {
+		t.Fatalf("ifreq: %v", err)
+	}
+	ifr.SetUint32(uint32(mtu))
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFMTU, ifr); err != nil {
+		t.Fatalf("set %s MTU %d: %v", ifname, mtu, err)
+	}
+}
+
+// FuzzGSOMessages: for any batch of datagram sizes, the messages cover every
+// datagram once and in order, and each one the kernel would take: one
+// datagram alone, or a run of its first one's size (the last possibly
+// shorter, none empty), at most gsoMaxSegs of them and gsoMaxPayload bytes,
+// with a UDP_SEGMENT control message giving that size.
+func FuzzGSOMessages(f *testing.F) {
+	f.Add([]byte{5, 1, 5, 5, 0, 7, 7})
+	f.Add(bytes.Repeat([]byte{255}, 70))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		u := newUDP(nil)
+		n := min(len(b), udpBatch)
+		for i := range n {
+			u.sendIov[i].SetLen(int(b[i]) * 300) // 0 to 76500 bytes
+		}
+		m := u.messages(0, n, true)
+		next := 0
+		for _, msg := range u.sendMsgs[:m] {
+			h := msg.hdr
+			first := int((uintptr(unsafe.Pointer(h.Iov)) - uintptr(unsafe.Pointer(&u.sendIov[0]))) / unsafe.Sizeof(u.sendIov[0]))
+			if first != next {
+				t.Fatalf("message starts at datagram %d, want %d", first, next)
+			}
+			k := int(h.Iovlen)
+			next += k
+			if k == 1 {
+				if h.Controllen != 0 {
+					t.Fatalf("single datagram %d carries a control message", first)
+				}
+				continue
+			}
+			run := u.sendIov[first:next]
+			seg, total := int(run[0].Len), 0
+			for i, v := range run {
+				l := int(v.Len)
+				total += l
+				if l == 0 || l > seg || (l < seg && i != k-1) {
+					t.Fatalf("run %v: datagram %d of %d bytes breaks segment size %d", sizes(run), i, l, seg)
+				}
+			}
+			if k > gsoMaxSegs || total > gsoMaxPayload {
+				t.Fatalf("run %v: %d datagrams, %d bytes: beyond the kernel's limits", sizes(run), k, total)
+			}
+			c := unsafe.Slice(h.Control, h.Controllen)
+			if got := int(binary.NativeEndian.Uint16(c[unix.CmsgLen(0):])); got != seg {
+				t.Fatalf("run %v: control message's segment size %d, want %d", sizes(run), got, seg)
+			}
+		}
+		if next != n {
+			t.Fatalf("messages cover %d datagrams, want %d", next, n)
+		}
+	})
+}
+
+func sizes(iov []unix.Iovec) []int {
+	s := make([]int, len(iov))
+	for i, v := range iov {
+		s[i] = int(v.Len)
+	}
+	return s
 }
