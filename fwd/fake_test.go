@@ -144,7 +144,7 @@ func (s *fakeSys) setsockoptInt(int, int, int, int) error { return nil }
 func (s *fakeSys) bindToDevice(int, string) error         { return nil }
 func (s *fakeSys) sendmmsg(fd int, m []mmsghdr) (int, error) {
 	for _, msg := range m {
-		s.sent += int(msg.hdr.Iovlen)
+		s.sent += int(msg.Hdr.Iovlen)
 	}
 	return len(m), nil
 }
@@ -155,7 +155,7 @@ func (s *fakeSys) recvmmsg(_ int, m []mmsghdr) (int, error) {
 	}
 	s.replies -= n
 	for i := range n {
-		m[i].n, m[i].hdr.Flags = 1, 0
+		m[i].Len, m[i].Hdr.Flags = 1, 0
 	}
 	return n, nil
 }

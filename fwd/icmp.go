@@ -91,7 +91,7 @@ func (c *icmpTr) frames(e *Engine, idx int32, pkts []*packet) {
 		}
 		c.iov[n].Base = &msg[0]
 		c.iov[n].SetLen(len(msg))
-		c.msgs[n].hdr = unix.Msghdr{Iov: &c.iov[n], Iovlen: 1}
+		c.msgs[n].Hdr = unix.Msghdr{Iov: &c.iov[n], Iovlen: 1}
 		n++
 	}
 	if n > 0 {
@@ -126,7 +126,7 @@ func (c *icmpTr) sockEvent(e *Engine, idx int32, events uint32) {
 	for i, b := range bs {
 		c.iov[i].Base = &b[off]
 		c.iov[i].SetLen(e.frameMax - off)
-		c.msgs[i].hdr = unix.Msghdr{Iov: &c.iov[i], Iovlen: 1}
+		c.msgs[i].Hdr = unix.Msghdr{Iov: &c.iov[i], Iovlen: 1}
 	}
 	n, err := e.sys.recvmmsg(f.Fd, c.msgs[:len(bs)])
 	if err != nil {
@@ -138,8 +138,8 @@ func (c *icmpTr) sockEvent(e *Engine, idx int32, events uint32) {
 	}
 	w := 0
 	for i := range n {
-		ln := int(c.msgs[i].n)
-		if c.msgs[i].hdr.Flags&unix.MSG_TRUNC != 0 {
+		ln := int(c.msgs[i].Len)
+		if c.msgs[i].Hdr.Flags&unix.MSG_TRUNC != 0 {
 			e.drop(DropTooBig)
 			continue
 		}

@@ -145,12 +145,9 @@ func (e *Engine) flush() {
 	e.tx.out = e.tx.out[:0]
 }
 
-// mmsghdr is struct mmsghdr; Go's layout matches C's on every Linux ABI
-// (the struct is padded to the alignment of Msghdr).
-type mmsghdr struct {
-	hdr unix.Msghdr
-	n   uint32
-}
+// mmsghdr is struct mmsghdr, as x/sys/unix declares it for each ABI; the
+// sending half of a UDP batch comes from sock.GSOBatch in that type.
+type mmsghdr = unix.Mmsghdr
 
 func sendmmsg(fd int, msgs []mmsghdr, flags int) (int, error) {
 	n, _, errno := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(fd),

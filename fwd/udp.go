@@ -1,10 +1,8 @@
 package fwd
 
 import (
-	"encoding/binary"
 	"errors"
 	"net/netip"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -30,7 +28,7 @@ const (
 	flagReplied   uint32 = 1 << 3 // the target answered
 	flagReplyMore uint32 = 1 << 4 // ... more than once
 	// The host refused a segmentation offload send on the flow's socket
-	// (gsoRefused): its datagrams go one by one from then on.
+	// (sock.GSORefused): its datagrams go one by one from then on.
 	flagNoGSO uint32 = 1 << 5
 )
 
@@ -57,11 +55,8 @@ func (e *Engine) udpActivity(f *Flow, fromNS bool) {
 // address/port), each with a connected host socket, so the kernel does the
 // demultiplexing of replies and ICMP errors arrive on the right socket.
 type udpTr struct {
-	sendMsgs []mmsghdr
+	send     *sock.GSOBatch
 	sendIov  []unix.Iovec // one per datagram, in order; a message takes a run
-	// gsoCtl holds one UDP_SEGMENT control message per slot of sendMsgs,
-	// headers written once: a message only sets its segment size.
-	gsoCtl   []byte
 	recvMsgs []mmsghdr
 	recvIov  []unix.Iovec
 	errBuf   []byte
@@ -70,9 +65,8 @@ type udpTr struct {
 
 func newUDP(e *Engine) *udpTr {
 	return &udpTr{
-		sendMsgs: make([]mmsghdr, udpBatch),
+		send:     sock.NewGSOBatch(udpBatch),
 		sendIov:  make([]unix.Iovec, udpBatch),
-		gsoCtl:   newGSOControl(udpBatch),
 		recvMsgs: make([]mmsghdr, udpBatch),
 		recvIov:  make([]unix.Iovec, udpBatch),
 		errBuf:   make([]byte, 1280),
@@ -196,7 +190,8 @@ func (e *Engine) sockaddr(a netip.Addr, port uint16, v6 bool) unix.Sockaddr {
 }
 
 // frames sends this cycle's datagrams of one flow with one sendmmsg, each
-// run of them that segmentation offload can carry (gsoRun) as one message.
+// run of them that segmentation offload can carry (sock.GSORun) as one
+// message.
 func (u *udpTr) frames(e *Engine, idx int32, pkts []*packet) {
 	f := e.flow(idx)
 	n := 0
@@ -217,18 +212,16 @@ func (u *udpTr) frames(e *Engine, idx int32, pkts []*packet) {
 		iov.SetLen(len(pay))
 		n++
 	}
-	gso := f.Flags&flagNoGSO == 0
 	done := 0 // datagrams sent
-	m := u.messages(0, n, gso)
+	m := u.send.Fill(u.sendIov[:n], f.Flags&flagNoGSO == 0)
 	for sent, retried := 0, false; sent < m; {
-		k, err := e.sys.sendmmsg(f.Fd, u.sendMsgs[sent:m])
+		k, err := e.sys.sendmmsg(f.Fd, u.send.Msgs[sent:m])
 		if err != nil {
-			if gso && u.sendMsgs[sent].hdr.Controllen != 0 && gsoRefused(err) {
+			if sock.GSORefused(&u.send.Msgs[sent], err) {
 				// Nothing of the refused message went out: send it
 				// and the rest again, one datagram per message.
 				f.Flags |= flagNoGSO
-				gso = false
-				m, sent = u.messages(done, n, false), 0
+				m, sent = u.send.Fill(u.sendIov[done:n], false), 0
 				if e.debug {
 					e.log.Debug("udp: host refused segmentation offload, sending datagrams singly", "dst", f.HostAddr, "port", f.DstPort, "err", err)
 				}
@@ -245,119 +238,10 @@ func (u *udpTr) frames(e *Engine, idx int32, pkts []*packet) {
 			}
 			break
 		}
-		for _, msg := range u.sendMsgs[sent : sent+k] {
-			done += int(msg.hdr.Iovlen)
-		}
+		done += sock.Datagrams(u.send.Msgs[sent : sent+k])
 		sent += k
 	}
 	e.udpActivity(f, true)
-}
-
-// UDP segmentation offload (UDP_SEGMENT, Linux 4.18) on the host side.
-//
-// The namespace's sender hands us datagrams one per frame; a bulk sender's
-// are all the same size. Sent one per message, each takes its own trip
-// through the host's stack: socket buffer, route, netfilter, device queue,
-// and on loopback the receive path up to the peer's socket. With
-// UDP_SEGMENT a run of them goes as one super-datagram, one trip, and is cut
-// back at the same boundaries as late as possible: by the receiving
-// socket's stack on loopback (one datagram per segment, as sent, unless
-// the receiver asked for UDP_GRO), by the device or just before it
-// otherwise. The receiver gets the same datagrams; what is saved is the
-// host stack's work per datagram, which on a 1400-byte stream to a host
-// peer is over half of gopasta's CPU time.
-//
-// The kernel's rules for one such send: segments of gso_size bytes, the
-// last possibly shorter; at most 64 segments (UDP_MAX_SEGMENTS, which
-// later kernels raised to 128); one IP packet's worth of payload in all;
-// gso_size plus headers within the path MTU. The last one is the host's
-// business, and its refusal is gsoRefused's to handle.
-const (
-	gsoMaxSegs    = 64
-	gsoMaxPayload = 0xffff - header.IPv4MinimumSize - header.UDPMinimumSize
-)
-
-// gsoCtlSpace is the room one UDP_SEGMENT control message takes: a cmsghdr
-// and its uint16 segment size, padded.
-var gsoCtlSpace = unix.CmsgSpace(2)
-
-// newGSOControl returns slots control messages asking for UDP_SEGMENT, each
-// with its segment size still to set (setGSOSize).
-func newGSOControl(slots int) []byte {
-	b := make([]byte, slots*gsoCtlSpace)
-	for i := range slots {
-		h := (*unix.Cmsghdr)(unsafe.Pointer(&b[i*gsoCtlSpace]))
-		h.Level = unix.SOL_UDP
-		h.Type = unix.UDP_SEGMENT
-		h.SetLen(unix.CmsgLen(2))
-	}
-	return b
-}
-
-// gsoRun returns how many datagrams, from iov[0] on (one payload each),
-// one UDP_SEGMENT message can carry: a run of the first one's size, then
-// at most one shorter, within the kernel's limits. An empty datagram has
-// no segment size and goes alone.
-func gsoRun(iov []unix.Iovec) int {
-	seg := int(iov[0].Len)
-	if seg == 0 {
-		return 1
-	}
-	total, k := seg, 1
-	for k < len(iov) && k < gsoMaxSegs {
-		l := int(iov[k].Len)
-		if l == 0 || l > seg || total+l > gsoMaxPayload {
-			break
-		}
-		total += l
-		k++
-		if l < seg {
-			break
-		}
-	}
-	return k
-}
-
-// messages fills sendMsgs from slot 0 with datagrams [from, to) of sendIov,
-// in runs (gsoRun) when gso is set, one per message otherwise, and returns
-// how many messages it filled.
-func (u *udpTr) messages(from, to int, gso bool) int {
-	m := 0
-	for i := from; i < to; m++ {
-		k := 1
-		if gso {
-			k = gsoRun(u.sendIov[i:to])
-		}
-		h := &u.sendMsgs[m].hdr
-		*h = unix.Msghdr{Iov: &u.sendIov[i]}
-		h.SetIovlen(k)
-		if k > 1 {
-			c := u.gsoCtl[m*gsoCtlSpace : (m+1)*gsoCtlSpace]
-			binary.NativeEndian.PutUint16(c[unix.CmsgLen(0):], uint16(u.sendIov[i].Len))
-			h.Control = &c[0]
-			h.SetControllen(len(c))
-		}
-		i += k
-	}
-	return m
-}
-
-// gsoRefused reports whether err is the host's refusal of one segmentation
-// offload send, where the same datagrams sent singly may go: a kernel
-// without UDP_SEGMENT, or a socket with checksums off (EINVAL,
-// ENOPROTOOPT), a device without checksum offload on older kernels or a
-// route through IPsec (EIO), a segment size beyond the path MTU (EINVAL,
-// EMSGSIZE on kernels from 2024 on).
-func gsoRefused(err error) bool {
-	var en unix.Errno
-	if !errors.As(err, &en) {
-		return false
-	}
-	switch en {
-	case unix.EINVAL, unix.EIO, unix.EMSGSIZE, unix.ENOPROTOOPT, unix.EOPNOTSUPP:
-		return true
-	}
-	return false
 }
 
 // udpChecksumOK verifies a datagram's checksum (0 is "none" in IPv4 only).
@@ -408,7 +292,7 @@ func (u *udpTr) receive(e *Engine, idx int32) {
 	for i, b := range bs {
 		u.recvIov[i].Base = &b[off]
 		u.recvIov[i].SetLen(maxPay)
-		u.recvMsgs[i].hdr = unix.Msghdr{Iov: &u.recvIov[i], Iovlen: 1}
+		u.recvMsgs[i].Hdr = unix.Msghdr{Iov: &u.recvIov[i], Iovlen: 1}
 	}
 	n, err := e.sys.recvmmsg(f.Fd, u.recvMsgs[:len(bs)])
 	if err != nil || n == 0 {
@@ -416,12 +300,12 @@ func (u *udpTr) receive(e *Engine, idx int32) {
 	}
 	w, last := 0, uint32(0)
 	for i := range n {
-		last = max(last, u.recvMsgs[i].n)
-		if u.recvMsgs[i].hdr.Flags&unix.MSG_TRUNC != 0 {
+		last = max(last, u.recvMsgs[i].Len)
+		if u.recvMsgs[i].Hdr.Flags&unix.MSG_TRUNC != 0 {
 			e.drop(DropTooBig)
 			continue
 		}
-		fl, m := e.udpFrame(bs[i], f, int(u.recvMsgs[i].n))
+		fl, m := e.udpFrame(bs[i], f, int(u.recvMsgs[i].Len))
 		e.txCommitFrom(bs, i, w, fl, m)
 		w++
 	}

@@ -283,42 +283,6 @@ func TestUDPLargerThanMTU(t *testing.T) {
 	}
 }
 
-// TestGSORun: which datagrams one UDP_SEGMENT message takes, from the first
-// on: a run of the first one's size and at most one shorter after it,
-// within the kernel's segment count and payload limits.
-func TestGSORun(t *testing.T) {
-	rep := func(n, size int) []int { return slices.Repeat([]int{size}, n) }
-	for _, tc := range []struct {
-		name  string
-		sizes []int
-		want  int
-	}{
-		{"one", []int{1400}, 1},
-		{"equal", rep(5, 1400), 5},
-		{"shorter last", []int{1400, 1400, 700, 1400}, 3},
-		{"longer breaks", []int{1400, 1400, 1500}, 2},
-		{"shorter first", []int{700, 1400}, 1},
-		{"empty first", []int{0, 0, 0}, 1},
-		{"empty breaks", []int{1400, 0, 1400}, 1},
-		{"segment limit", rep(gsoMaxSegs+5, 100), gsoMaxSegs},
-		{"payload limit", rep(50, 1400), gsoMaxPayload / 1400},
-		{"payload limit, shorter last fits", append(rep(46, 1400), 200), 47},
-		{"payload exactly the limit", []int{gsoMaxPayload - 10, 10}, 2},
-		{"payload a byte over", []int{gsoMaxPayload - 9, 10}, 1},
-		{"two large", []int{40000, 40000}, 1},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			iov := make([]unix.Iovec, len(tc.sizes))
-			for i, s := range tc.sizes {
-				iov[i].SetLen(s)
-			}
-			if got := gsoRun(iov); got != tc.want {
-				t.Errorf("gsoRun(%v): got %d, want %d", tc.sizes, got, tc.want)
-			}
-		})
-	}
-}
-
 // sendRecorder passes sendmmsg through to the kernel, after failing, with
 // refuse, any call whose first message asks for segmentation offload, and
 // records each message that went: "N×S" for N datagrams of segment size S
@@ -331,18 +295,18 @@ type sendRecorder struct {
 }
 
 func (r *sendRecorder) sendmmsg(fd int, m []mmsghdr) (int, error) {
-	if r.refuse != nil && m[0].hdr.Controllen != 0 {
+	if r.refuse != nil && m[0].Hdr.Controllen != 0 {
 		return 0, r.refuse
 	}
 	n, err := r.sysOps.sendmmsg(fd, m)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, msg := range m[:max(n, 0)] {
-		iov := unsafe.Slice(msg.hdr.Iov, msg.hdr.Iovlen)
-		if msg.hdr.Iovlen == 1 {
+		iov := unsafe.Slice(msg.Hdr.Iov, msg.Hdr.Iovlen)
+		if msg.Hdr.Iovlen == 1 {
 			r.msgs = append(r.msgs, fmt.Sprint(iov[0].Len))
 		} else {
-			r.msgs = append(r.msgs, fmt.Sprintf("%d×%d", msg.hdr.Iovlen, iov[0].Len))
+			r.msgs = append(r.msgs, fmt.Sprintf("%d×%d", msg.Hdr.Iovlen, iov[0].Len))
 		}
 	}
 	return n, err
@@ -457,65 +421,4 @@ func setMTU(t *testing.T, ifname string, mtu int) {
 	if err := unix.IoctlIfreq(fd, unix.SIOCSIFMTU, ifr); err != nil {
 		t.Fatalf("set %s MTU %d: %v", ifname, mtu, err)
 	}
-}
-
-// FuzzGSOMessages: for any batch of datagram sizes, the messages cover every
-// datagram once and in order, and each one the kernel would take: one
-// datagram alone, or a run of its first one's size (the last possibly
-// shorter, none empty), at most gsoMaxSegs of them and gsoMaxPayload bytes,
-// with a UDP_SEGMENT control message giving that size.
-func FuzzGSOMessages(f *testing.F) {
-	f.Add([]byte{5, 1, 5, 5, 0, 7, 7})
-	f.Add(bytes.Repeat([]byte{255}, 70))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		u := newUDP(nil)
-		n := min(len(b), udpBatch)
-		for i := range n {
-			u.sendIov[i].SetLen(int(b[i]) * 300) // 0 to 76500 bytes
-		}
-		m := u.messages(0, n, true)
-		next := 0
-		for _, msg := range u.sendMsgs[:m] {
-			h := msg.hdr
-			first := int((uintptr(unsafe.Pointer(h.Iov)) - uintptr(unsafe.Pointer(&u.sendIov[0]))) / unsafe.Sizeof(u.sendIov[0]))
-			if first != next {
-				t.Fatalf("message starts at datagram %d, want %d", first, next)
-			}
-			k := int(h.Iovlen)
-			next += k
-			if k == 1 {
-				if h.Controllen != 0 {
-					t.Fatalf("single datagram %d carries a control message", first)
-				}
-				continue
-			}
-			run := u.sendIov[first:next]
-			seg, total := int(run[0].Len), 0
-			for i, v := range run {
-				l := int(v.Len)
-				total += l
-				if l == 0 || l > seg || (l < seg && i != k-1) {
-					t.Fatalf("run %v: datagram %d of %d bytes breaks segment size %d", sizes(run), i, l, seg)
-				}
-			}
-			if k > gsoMaxSegs || total > gsoMaxPayload {
-				t.Fatalf("run %v: %d datagrams, %d bytes: beyond the kernel's limits", sizes(run), k, total)
-			}
-			c := unsafe.Slice(h.Control, h.Controllen)
-			if got := int(binary.NativeEndian.Uint16(c[unix.CmsgLen(0):])); got != seg {
-				t.Fatalf("run %v: control message's segment size %d, want %d", sizes(run), got, seg)
-			}
-		}
-		if next != n {
-			t.Fatalf("messages cover %d datagrams, want %d", next, n)
-		}
-	})
-}
-
-func sizes(iov []unix.Iovec) []int {
-	s := make([]int, len(iov))
-	for i, v := range iov {
-		s[i] = int(v.Len)
-	}
-	return s
 }

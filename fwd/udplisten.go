@@ -109,13 +109,13 @@ func (e *Engine) udpListenerBatch(l *listener) (n, asked int, created bool) {
 	for i, b := range bs {
 		t.iov[i].Base = &b[off]
 		t.iov[i].SetLen(maxPay)
-		t.msgs[i].hdr = unix.Msghdr{
+		t.msgs[i].Hdr = unix.Msghdr{
 			Name:    (*byte)(unsafe.Pointer(&t.names[i])),
 			Namelen: uint32(unsafe.Sizeof(t.names[i])),
 			Iov:     &t.iov[i], Iovlen: 1,
 			Control: &t.ctl[i][0],
 		}
-		t.msgs[i].hdr.SetControllen(len(t.ctl[i]))
+		t.msgs[i].Hdr.SetControllen(len(t.ctl[i]))
 	}
 	n, err := e.sys.recvmmsg(l.Fd, t.msgs[:len(bs)])
 	if err != nil || n == 0 {
@@ -126,14 +126,14 @@ func (e *Engine) udpListenerBatch(l *listener) (n, asked int, created bool) {
 	l.udpLast = 0
 	for i := range n {
 		m := &t.msgs[i]
-		l.udpLast = max(l.udpLast, m.n)
-		if m.hdr.Flags&unix.MSG_TRUNC != 0 {
+		l.udpLast = max(l.udpLast, m.Len)
+		if m.Hdr.Flags&unix.MSG_TRUNC != 0 {
 			e.drop(DropTooBig)
 			continue
 		}
-		ln := int(m.n)
+		ln := int(m.Len)
 		peer := sock.AddrPortOf(&t.names[i])
-		local := netip.AddrPortFrom(sock.PktDst(t.ctl[i][:m.hdr.Controllen], l.Local.Addr()), l.Local.Port())
+		local := netip.AddrPortFrom(sock.PktDst(t.ctl[i][:m.Hdr.Controllen], l.Local.Addr()), l.Local.Port())
 		if t.canSplice(l, peer.Addr()) {
 			created = e.spliceDatagram(l, local, peer, bs[i][off:off+ln]) || created
 			continue

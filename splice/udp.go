@@ -35,6 +35,9 @@ type udpFlow struct {
 	// epoll events fd[s] is registered for.
 	pend  [2][][]byte
 	armed [2]uint32
+	// noGSO[s]: fd[s] refused a segmentation offload send
+	// (sock.GSORefused), and takes its datagrams one per message since.
+	noGSO [2]bool
 	// A flow a UDP listener made: the listener's slot + 1 and
 	// generation, and the peer it is for (listen.go).
 	lis  int32
@@ -48,9 +51,12 @@ type udpFlow struct {
 // mmsgBatch is the loop's one set of datagram buffers, shared by all flows
 // because the loop handles one flow at a time.
 type mmsgBatch struct {
-	msgs []unix.Mmsghdr
+	msgs []unix.Mmsghdr // recvmmsg's, one datagram each
 	iovs []unix.Iovec
 	bufs [][]byte
+	// send is sendmmsg's view of the same datagrams, in runs that
+	// segmentation offload carries as one message (sock.GSOBatch).
+	send *sock.GSOBatch
 }
 
 const udpBufSize = 65536 // the largest datagram loopback carries
@@ -60,6 +66,7 @@ func newMmsgBatch(n int) *mmsgBatch {
 		msgs: make([]unix.Mmsghdr, n),
 		iovs: make([]unix.Iovec, n),
 		bufs: make([][]byte, n),
+		send: sock.NewGSOBatch(n),
 	}
 	mem := make([]byte, n*udpBufSize)
 	for i := range n {
@@ -344,22 +351,31 @@ func (f *Forwarder) udpEvent(slot, side int, events uint32) {
 			last = max(last, b.msgs[i].Len)
 		}
 		u.lastLen[side] = last
-		sent, failed := 0, false
-		for sent < n {
-			m, err := mmsg(unix.SYS_SENDMMSG, dst, b.msgs[sent:n], unix.MSG_DONTWAIT)
+		done, failed := 0, false // datagrams sent on, or dropped
+		m := b.send.Fill(b.iovs[:n], !u.noGSO[1-side])
+		for sent := 0; sent < m; {
+			k, err := mmsg(unix.SYS_SENDMMSG, dst, b.send.Msgs[sent:m], unix.MSG_DONTWAIT)
 			switch {
-			case err == nil && m > 0:
-				for i := sent; i < sent+m; i++ {
+			case err == nil && k > 0:
+				d := sock.Datagrams(b.send.Msgs[sent : sent+k])
+				for i := done; i < done+d; i++ {
 					f.ctr.udpBytes.Add(uint64(b.msgs[i].Len))
 				}
-				f.ctr.udpDatagrams.Add(uint64(m))
-				sent += m
+				f.ctr.udpDatagrams.Add(uint64(d))
+				done += d
+				sent += k
 				failed = false
+				continue
+			case sock.GSORefused(&b.send.Msgs[sent], err):
+				// Nothing of the refused message went out: it and
+				// the rest go again, one datagram per message.
+				u.noGSO[1-side] = true
+				m, sent = b.send.Fill(b.iovs[done:n], false), 0
 				continue
 			case err == unix.EAGAIN || err == nil:
 				// dst's send buffer is full: keep the rest, in order,
 				// and read no more from src until dst takes it.
-				for i := sent; i < n; i++ {
+				for i := done; i < n; i++ {
 					f.udpHold(slot, 1-side, b.bufs[i][:b.msgs[i].Len])
 				}
 				f.udpArm(slot)
@@ -369,8 +385,10 @@ func (f *Forwarder) udpEvent(slot, side int, events uint32) {
 				// reported and cleared by this call: try again.
 				failed = true
 			default:
-				// The kernel refuses this datagram itself.
-				f.ctr.udpDrops.Add(1)
+				// The kernel refuses this message itself.
+				d := int(b.send.Msgs[sent].Hdr.Iovlen)
+				f.ctr.udpDrops.Add(uint64(d))
+				done += d
 				sent++
 				failed = false
 			}

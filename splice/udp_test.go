@@ -2,6 +2,7 @@ package splice
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"net"
 	"net/netip"
@@ -556,4 +557,111 @@ func TestUDPBurstBound(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestUDPSegmentation drives a flow by hand: one readiness event forwards a
+// batch of mixed sizes (an empty datagram among them) that the client
+// queued. Runs of one size leave b as one UDP_SEGMENT message each, which
+// a server that asked for UDP_GRO receives as one coalesced read, the
+// segment size in its control message; a server that did not gets every
+// datagram whole and in order. With checksums off on b (SO_NO_CHECK), the
+// kernel refuses offload, and the datagrams go singly, none dropped.
+func TestUDPSegmentation(t *testing.T) {
+	sizes := []int{1000, 1000, 1000, 1000, 1000, 600, 1000, 1000, 1000, 0, 1200, 1200, 1300}
+	for _, tc := range []struct {
+		name           string
+		gro, noCheck   bool
+		wantFirstRead  int // bytes of the server's first read
+		wantGSOSize    int // its UDP_GRO segment size (0: none)
+		wantRefusedGSO bool
+	}{
+		{"coalesced", true, false, 5600, 1000, false},
+		{"whole", false, false, 1000, 0, false},
+		{"refused", true, true, 1000, 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := NewForwarder(Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			p := newUDPPair(t)
+			if tc.noCheck {
+				if err := unix.SetsockoptInt(p.b, unix.SOL_SOCKET, unix.SO_NO_CHECK, 1); err != nil {
+					t.Fatal(err)
+				}
+			}
+			srv := sysFd(t, p.srv)
+			if tc.gro {
+				if err := unix.SetsockoptInt(srv, unix.SOL_UDP, unix.UDP_GRO, 1); err != nil {
+					t.Skipf("UDP_GRO: %v", err)
+				}
+			}
+			slot, err := f.openUDP(p.a, p.b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, n := range sizes {
+				if _, err := p.client.WriteToUDP(burstDatagram(0, i, n), p.front); err != nil {
+					t.Fatal(err)
+				}
+			}
+			f.udpEvent(slot, 0, unix.EPOLLIN)
+			if got := f.Stats().UDPDatagrams; got != uint64(len(sizes)) {
+				t.Errorf("one event forwarded %d datagrams, want %d", got, len(sizes))
+			}
+			if got := f.Stats().UDPDrops; got != 0 {
+				t.Errorf("drops: got %d, want 0", got)
+			}
+			if got := f.udp.Items[slot].noGSO[1]; got != tc.wantRefusedGSO {
+				t.Errorf("offload refused on b: got %v, want %v", got, tc.wantRefusedGSO)
+			}
+			buf := make([]byte, 65536)
+			oob := make([]byte, 64)
+			for i := 0; i < len(sizes); {
+				// unix.Recvmsg, for the control message; the fd is
+				// blocking, and the read deadline does not bound it.
+				waitFor(t, "a datagram at the server", testTimeout, func() bool {
+					n, _ := unix.IoctlGetInt(srv, unix.SIOCINQ)
+					return n > 0 || sizes[i] == 0
+				})
+				n, oobn, _, _, err := unix.Recvmsg(srv, buf, oob, unix.MSG_DONTWAIT)
+				if err != nil {
+					t.Fatalf("server read at datagram %d: %v", i, err)
+				}
+				seg := groSize(t, oob[:oobn])
+				if i == 0 && (n != tc.wantFirstRead || seg != tc.wantGSOSize) {
+					t.Errorf("first read: got %d bytes in segments of %d, want %d in segments of %d", n, seg, tc.wantFirstRead, tc.wantGSOSize)
+				}
+				if seg == 0 {
+					seg = n
+				}
+				// Cut the read at its segment size and check each
+				// datagram in it.
+				for off := 0; off < n || (n == 0 && off == 0); off += max(seg, 1) {
+					end := min(off+seg, n)
+					if want := burstDatagram(0, i, sizes[i]); !bytes.Equal(buf[off:end], want) {
+						t.Fatalf("datagram %d: got %d bytes starting %q, want %d starting %q", i, end-off, buf[off:min(end, off+9)], len(want), want[:min(len(want), 9)])
+					}
+					i++
+				}
+			}
+		})
+	}
+}
+
+// groSize returns the segment size a UDP_GRO control message in oob gives,
+// 0 for none.
+func groSize(t *testing.T, oob []byte) int {
+	t.Helper()
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		t.Fatalf("control messages: %v", err)
+	}
+	for _, m := range msgs {
+		if m.Header.Level == unix.SOL_UDP && m.Header.Type == unix.UDP_GRO && len(m.Data) >= 2 {
+			return int(binary.NativeEndian.Uint16(m.Data))
+		}
+	}
+	return 0
 }
