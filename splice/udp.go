@@ -357,10 +357,11 @@ func (f *Forwarder) udpEvent(slot, side int, events uint32) {
 			k, err := mmsg(unix.SYS_SENDMMSG, dst, b.send.Msgs[sent:m], unix.MSG_DONTWAIT)
 			switch {
 			case err == nil && k > 0:
-				d := sock.Datagrams(b.send.Msgs[sent : sent+k])
+				d, bytes := sock.Datagrams(b.send.Msgs[sent:sent+k]), uint64(0)
 				for i := done; i < done+d; i++ {
-					f.ctr.udpBytes.Add(uint64(b.msgs[i].Len))
+					bytes += uint64(b.msgs[i].Len)
 				}
+				f.ctr.udpBytes.Add(bytes)
 				f.ctr.udpDatagrams.Add(uint64(d))
 				done += d
 				sent += k
