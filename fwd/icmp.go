@@ -28,9 +28,12 @@ type icmpTr struct {
 }
 
 func newICMP(e *Engine) *icmpTr {
+	// One array serves both ways: a link read's worth of one flow's
+	// requests out (frames), a recvmmsg's worth of replies in.
+	n := max(rxBatch, udpBatch)
 	return &icmpTr{
-		msgs: make([]mmsghdr, udpBatch),
-		iov:  make([]unix.Iovec, udpBatch),
+		msgs: make([]mmsghdr, n),
+		iov:  make([]unix.Iovec, n),
 		junk: make([]byte, 1280),
 		oob:  make([]byte, 512),
 	}

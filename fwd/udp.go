@@ -17,7 +17,7 @@ import (
 const (
 	udpTimeout       = 30 * int64(1e9)
 	udpTimeoutStream = 120 * int64(1e9)
-	udpBatch         = 64 // datagrams per sendmmsg / recvmmsg
+	udpBatch         = 64 // datagrams per recvmmsg from a host socket
 
 	// Flow.Flags of a UDP flow: who opened it, and whether each side
 	// sent once or more, counted as pasta counts: per batch on the flow's
@@ -65,8 +65,10 @@ type udpTr struct {
 
 func newUDP(e *Engine) *udpTr {
 	return &udpTr{
-		send:     sock.NewGSOBatch(udpBatch),
-		sendIov:  make([]unix.Iovec, udpBatch),
+		// frames gets at most one link read's worth of one flow's
+		// datagrams: size the send side by the read batch, not udpBatch.
+		send:     sock.NewGSOBatch(rxBatch),
+		sendIov:  make([]unix.Iovec, rxBatch),
 		recvMsgs: make([]mmsghdr, udpBatch),
 		recvIov:  make([]unix.Iovec, udpBatch),
 		errBuf:   make([]byte, 1280),
