@@ -79,6 +79,36 @@ func TestICMPEcho(t *testing.T) {
 	}
 }
 
+// TestICMPFullReadBatchOneFlow: a whole link read of one echo flow's
+// requests (rxBatch, and one more for the next read) goes out in one call
+// of frames, whose message arrays must hold that many; every request gets
+// its reply.
+func TestICMPFullReadBatchOneFlow(t *testing.T) {
+	h := newHostNS(t)
+	h.allowPing()
+	e, l := newTestEngine(t, Options{})
+	h.start(e)
+	ns, gw := netip.MustParseAddr("10.0.2.100"), netip.MustParseAddr("10.0.2.2")
+	const id, n = 0x4343, rxBatch + 1
+	frames := make([][]byte, n)
+	for i := range frames {
+		frames[i] = echoFrame(ns, gw, id, uint16(i+1), []byte("full batch"))
+	}
+	l.inject(frames...)
+	seen := map[uint16]bool{}
+	for range n {
+		ic := header.ICMPv4(parseOut(t, l.next(t, 5*time.Second, nil)).l4)
+		if ic.Type() != header.ICMPv4EchoReply || ic.Ident() != id || ic.Seq() < 1 || ic.Seq() > n || seen[ic.Seq()] {
+			t.Fatalf("reply type %d id %#x seq %d, want each of seq 1-%d once (type %d, id %#x)",
+				ic.Type(), ic.Ident(), ic.Seq(), n, header.ICMPv4EchoReply, id)
+		}
+		seen[ic.Seq()] = true
+	}
+	if got := e.Stats().FlowsICMP; got != 1 {
+		t.Errorf("ICMP flows = %d, want 1", got)
+	}
+}
+
 // TestUDPPortUnreachable sends to a closed port: the host's ICMP error must
 // come back to the namespace as an ICMP error from the destination,
 // quoting the datagram as the namespace sent it.

@@ -136,6 +136,38 @@ func TestUDPBatchAndFlows(t *testing.T) {
 	}
 }
 
+// TestUDPFullReadBatchOneFlow: a whole link read of one flow's datagrams
+// (rxBatch, and one more for the next read) goes out in one call of
+// frames, whose send arrays must hold that many. Every datagram gets its
+// echo back.
+func TestUDPFullReadBatchOneFlow(t *testing.T) {
+	h := newHostNS(t)
+	port, _ := h.udpEcho("127.0.0.1:0")
+	e, l := newTestEngine(t, Options{})
+	h.start(e)
+	ns, gw := netip.MustParseAddr("10.0.2.100"), netip.MustParseAddr("10.0.2.2")
+	const n = rxBatch + 1
+	frames := make([][]byte, n)
+	want := map[string]bool{}
+	for i := range frames {
+		msg := fmt.Sprintf("m%d", i)
+		want[msg] = true
+		frames[i] = udpFrame(ns, gw, 40000, port, []byte(msg))
+	}
+	l.inject(frames...)
+	for range n {
+		p := parseOut(t, l.next(t, 5*time.Second, nil))
+		msg := string(header.UDP(p.l4).Payload())
+		if !want[msg] {
+			t.Fatalf("unexpected or repeated reply %q", msg)
+		}
+		delete(want, msg)
+	}
+	if got := e.FlowCount(); got != 1 {
+		t.Errorf("FlowCount = %d, want 1", got)
+	}
+}
+
 // recvRecorder passes every call through to the kernel and records how
 // many datagrams each recvmmsg asked for and got.
 type recvRecorder struct {
