@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -145,6 +146,7 @@ type Engine struct {
 	epfd, timerfd, wakefd int
 	cycles                uint64        // event-loop cycles run (sock.AcceptBudget)
 	yield                 yield.Yielder // a Gosched every few ms, so sysmon leaves the loop's P alone
+	pin                   threadPin     // the loop's thread, held while the link is backlogged (loop.go)
 	events                []unix.EpollEvent
 	nextTick              int64 // next housekeeping tick
 	timerAt               int64 // what the timerfd is armed for
@@ -217,6 +219,7 @@ func New(link Link, p *NetParams, opts Options) (*Engine, error) {
 	}
 	copy(e.ourMAC[:], p.OurMAC)
 	e.nsMAC = [6]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+	e.pin = threadPin{lock: runtime.LockOSThread, unlock: runtime.UnlockOSThread}
 	e.start = e.clock()
 	e.nowT = e.start
 	for i := range e.lastDropLog {

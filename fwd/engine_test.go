@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -446,5 +447,66 @@ func BenchmarkUDPReplies(b *testing.B) {
 		e.updateClock()
 		e.sockEvent(idx, e.ft.flows[idx].gen, unix.EPOLLIN)
 		e.flush()
+	}
+}
+
+// TestThreadPin: the loop holds its thread only while the link is
+// backlogged (a read stopped at its budget), lets go before it sleeps in
+// epoll_wait again, and has let go when Run returns.
+func TestThreadPin(t *testing.T) {
+	budget := rxBatch * rxBatchesPerCycle
+	for _, tc := range []struct {
+		name     string
+		frames   int
+		wantHeld bool
+	}{
+		{"within the budget", budget - 1, false},
+		{"backlog", 3 * budget, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, l := newTestEngine(t, Options{})
+			var locks, unlocks atomic.Int32
+			e.pin = threadPin{lock: func() { locks.Add(1) }, unlock: func() { unlocks.Add(1) }}
+			frames := make([][]byte, tc.frames)
+			for i := range frames {
+				frames[i] = []byte{1, 2, 3} // too short for Ethernet: dropped
+			}
+			l.inject(frames...)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- e.Run(ctx) }()
+			deadline := time.Now().Add(5 * time.Second)
+			for e.Stats().Drops[DropTruncated] < uint64(tc.frames) {
+				if time.Now().After(deadline) {
+					t.Fatalf("dropped %d of %d frames within 5s", e.Stats().Drops[DropTruncated], tc.frames)
+				}
+				time.Sleep(time.Millisecond)
+			}
+			if tc.wantHeld {
+				// Drained: the loop must let go before it sleeps, not
+				// only when Run returns.
+				for locks.Load() == 0 || unlocks.Load() != locks.Load() {
+					if time.Now().After(deadline) {
+						t.Fatalf("idle loop: %d locks, %d unlocks, want at least one lock and as many unlocks", locks.Load(), unlocks.Load())
+					}
+					time.Sleep(time.Millisecond)
+				}
+			}
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("Run: %v", err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("Run did not return within 5s of cancel")
+			}
+			if held := locks.Load() > 0; held != tc.wantHeld {
+				t.Errorf("thread held: got %v (%d locks), want %v", held, locks.Load(), tc.wantHeld)
+			}
+			if locks.Load() != unlocks.Load() {
+				t.Errorf("after Run: %d locks, %d unlocks, want as many", locks.Load(), unlocks.Load())
+			}
+		})
 	}
 }
