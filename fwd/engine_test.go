@@ -336,6 +336,19 @@ func TestRunStops(t *testing.T) {
 	}()
 	l.inject(udpFrame(ns4, gw4, 1234, port, []byte("x")))
 	l.next(t, 5*time.Second, nil)
+	stopRun(t, cancel, done)
+	if e.FlowCount() != 0 {
+		t.Errorf("FlowCount after Run = %d, want 0", e.FlowCount())
+	}
+	if err := e.Run(context.Background()); err == nil {
+		t.Errorf("second Run returned nil, want an error")
+	}
+}
+
+// stopRun cancels a running engine and fails t unless its Run, which
+// reports on done, returns nil within 5 s.
+func stopRun(t *testing.T, cancel context.CancelFunc, done <-chan error) {
+	t.Helper()
 	cancel()
 	select {
 	case err := <-done:
@@ -344,12 +357,6 @@ func TestRunStops(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Run did not return within 5 s of cancel")
-	}
-	if e.FlowCount() != 0 {
-		t.Errorf("FlowCount after Run = %d, want 0", e.FlowCount())
-	}
-	if err := e.Run(context.Background()); err == nil {
-		t.Errorf("second Run returned nil, want an error")
 	}
 }
 
@@ -492,15 +499,7 @@ func TestThreadPin(t *testing.T) {
 					time.Sleep(time.Millisecond)
 				}
 			}
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Fatalf("Run: %v", err)
-				}
-			case <-time.After(5 * time.Second):
-				t.Fatal("Run did not return within 5s of cancel")
-			}
+			stopRun(t, cancel, done)
 			if held := locks.Load() > 0; held != tc.wantHeld {
 				t.Errorf("thread held: got %v (%d locks), want %v", held, locks.Load(), tc.wantHeld)
 			}

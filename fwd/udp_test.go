@@ -96,12 +96,20 @@ func TestUDPSourcePortShared(t *testing.T) {
 // TestUDPBatchAndFlows sends several flows' datagrams in one batch, mixed
 // with malformed frames, and checks every good datagram is answered and
 // every bad one counted.
-func TestUDPBatchAndFlows(t *testing.T) {
+// udpEchoEngine starts an engine in a host namespace with a UDP echo
+// server on 127.0.0.1 and returns them with the server's port.
+func udpEchoEngine(t *testing.T) (*Engine, *fakeLink, uint16) {
+	t.Helper()
 	h := newHostNS(t)
 	port, _ := h.udpEcho("127.0.0.1:0")
 	e, l := newTestEngine(t, Options{})
 	h.start(e)
-	ns, gw := netip.MustParseAddr("10.0.2.100"), netip.MustParseAddr("10.0.2.2")
+	return e, l, port
+}
+
+func TestUDPBatchAndFlows(t *testing.T) {
+	e, l, port := udpEchoEngine(t)
+	ns, gw := ns4, gw4
 	var frames [][]byte
 	want := map[string]bool{}
 	for i := range 8 {
@@ -141,18 +149,14 @@ func TestUDPBatchAndFlows(t *testing.T) {
 // frames, whose send arrays must hold that many. Every datagram gets its
 // echo back.
 func TestUDPFullReadBatchOneFlow(t *testing.T) {
-	h := newHostNS(t)
-	port, _ := h.udpEcho("127.0.0.1:0")
-	e, l := newTestEngine(t, Options{})
-	h.start(e)
-	ns, gw := netip.MustParseAddr("10.0.2.100"), netip.MustParseAddr("10.0.2.2")
+	e, l, port := udpEchoEngine(t)
 	const n = rxBatch + 1
 	frames := make([][]byte, n)
 	want := map[string]bool{}
 	for i := range frames {
 		msg := fmt.Sprintf("m%d", i)
 		want[msg] = true
-		frames[i] = udpFrame(ns, gw, 40000, port, []byte(msg))
+		frames[i] = udpFrame(ns4, gw4, 40000, port, []byte(msg))
 	}
 	l.inject(frames...)
 	for range n {
