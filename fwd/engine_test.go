@@ -480,8 +480,11 @@ func TestThreadPin(t *testing.T) {
 			}
 			l.inject(frames...)
 			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- e.Run(ctx) }()
+			done, exited := make(chan error, 1), make(chan struct{})
+			go func() { done <- e.Run(ctx); close(exited) }()
+			// A failure below stops the loop too, before the engine
+			// closes (newTestEngine's cleanup, which runs after this).
+			t.Cleanup(func() { cancel(); <-exited })
 			deadline := time.Now().Add(5 * time.Second)
 			for e.Stats().Drops[DropTruncated] < uint64(tc.frames) {
 				if time.Now().After(deadline) {

@@ -93,9 +93,6 @@ func TestUDPSourcePortShared(t *testing.T) {
 	}
 }
 
-// TestUDPBatchAndFlows sends several flows' datagrams in one batch, mixed
-// with malformed frames, and checks every good datagram is answered and
-// every bad one counted.
 // udpEchoEngine starts an engine in a host namespace with a UDP echo
 // server on 127.0.0.1 and returns them with the server's port.
 func udpEchoEngine(t *testing.T) (*Engine, *fakeLink, uint16) {
@@ -107,6 +104,9 @@ func udpEchoEngine(t *testing.T) (*Engine, *fakeLink, uint16) {
 	return e, l, port
 }
 
+// TestUDPBatchAndFlows sends several flows' datagrams in one batch, mixed
+// with malformed frames, and checks every good datagram is answered and
+// every bad one counted.
 func TestUDPBatchAndFlows(t *testing.T) {
 	e, l, port := udpEchoEngine(t)
 	ns, gw := ns4, gw4
