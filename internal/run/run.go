@@ -240,8 +240,7 @@ func Run(cfg *config.Config) (int, error) {
 			return 1, err
 		}
 	}
-	sb, err := confine(cfg, child == nil, watch, ctl, closeLog, log)
-	if err != nil {
+	if err := confine(cfg, watch, ctl, closeLog, log); err != nil {
 		return fail(err)
 	}
 	close(gate) // the first frame is read from here on
@@ -276,10 +275,8 @@ func Run(cfg *config.Config) (int, error) {
 	case <-engineDone.done:
 		runErr = engineDone.err
 	}
-	// Whatever ended the run, the pid file goes with it.
-	if err := sb.RemovePidFile(); err != nil {
-		log.Debug("pid file not removed", "err", err)
-	}
+	// The pid file stays, as pasta's does: whoever started us reads it
+	// after we are gone (podman, to tell which process it was).
 	if runErr != nil {
 		return 1, runErr
 	}
@@ -287,10 +284,9 @@ func Run(cfg *config.Config) (int, error) {
 }
 
 // confine applies the sandbox (internal/sandbox) once everything is open.
-// attach says whether the pid file is removed at exit (attach mode); the
-// watch and the control socket (either may be nil) name the directories
-// they still use.
-func confine(cfg *config.Config, attach bool, watch *ns.Watch, ctl *ctlsock.Server, logFile io.Closer, log *slog.Logger) (*sandbox.Sandbox, error) {
+// The watch and the control socket (either may be nil) name the
+// directories they still use.
+func confine(cfg *config.Config, watch *ns.Watch, ctl *ctlsock.Server, logFile io.Closer, log *slog.Logger) error {
 	// Auto forwarding reads the host's ephemeral port range through a
 	// descriptor opened on first use: first use is now.
 	_, _ = config.ReadEphemeralRange()
@@ -303,9 +299,6 @@ func confine(cfg *config.Config, attach bool, watch *ns.Watch, ctl *ctlsock.Serv
 	if cfg.RunAs != nil {
 		o.RunAs = &sandbox.RunAs{UID: cfg.RunAs.UID, GID: cfg.RunAs.GID}
 	}
-	if attach {
-		o.PidFile = cfg.PidFile
-	}
 	if watch != nil && watch.Dir() != nil {
 		o.Dirs = append(o.Dirs, sandbox.Dir{Fd: int(watch.Dir().Fd()), Stat: true})
 	}
@@ -315,7 +308,8 @@ func confine(cfg *config.Config, attach bool, watch *ns.Watch, ctl *ctlsock.Serv
 	if f, ok := logFile.(interface{ Fd() uintptr }); ok {
 		o.LogFd = int(f.Fd())
 	}
-	return sandbox.Apply(o)
+	_, err := sandbox.Apply(o)
+	return err
 }
 
 // drainTimeout bounds how long gopasta outlives its command while TCP
