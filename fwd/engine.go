@@ -14,13 +14,15 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gopasta/gopasta/internal/header"
+	"github.com/gopasta/gopasta/internal/limit"
+	"github.com/gopasta/gopasta/internal/sock"
 	"github.com/gopasta/gopasta/internal/yield"
 )
 
-// DefaultFlowCapacity is the flow table size when Options.FlowCapacity is 0.
-// pasta holds about 128 Ki flows; 32 Ki keeps the preallocated table small
-// (a few MiB) while being far above what one namespace normally uses.
-const DefaultFlowCapacity = 32768
+// DefaultFlowCapacity is the flow table size when Options.FlowCapacity is
+// 0: pasta's, 128 Ki flows less one. Only the flows in use take memory
+// (flowTable), about 300 bytes each.
+const DefaultFlowCapacity = 131071
 
 // Options tune an Engine. The zero value forwards everything with pasta's
 // defaults.
@@ -41,6 +43,10 @@ type Options struct {
 	// Logger for warnings and, at debug level, rate-limited drop reasons.
 	// nil discards.
 	Logger *slog.Logger
+	// Refusals counts the connections and flows refused at a limit
+	// (descriptors, memory, the flow table) and logs their episodes;
+	// nil counts nothing. The process's other loops share it.
+	Refusals *limit.Refusals
 
 	// Address mapping (see NAT). MapHostLoopback defaults to the gateway
 	// unless NoMapGW (--no-map-gw, or --map-host-loopback none).
@@ -144,21 +150,26 @@ type Engine struct {
 	pcap     *pcapWriter
 
 	epfd, timerfd, wakefd int
-	cycles                uint64        // event-loop cycles run (sock.AcceptBudget)
-	yield                 yield.Yielder // a Gosched every few ms, so sysmon leaves the loop's P alone
-	pin                   threadPin     // the loop's thread, held while the link is backlogged (loop.go)
-	events                []unix.EpollEvent
-	nextTick              int64 // next housekeeping tick
-	timerAt               int64 // what the timerfd is armed for
-	nextRA                int64 // next unsolicited router advertisement (0: none scheduled yet)
-	closing               []int32
-	dgramMax              int                // the datagram flows' share of the table (evict.go)
-	evictHand             int                // where the next eviction's sample starts in the active list
-	batch                 uint32             // batches of frames from the link handled (handleFrames)
-	sa4                   unix.SockaddrInet4 // reused by sockaddr
-	sa6                   unix.SockaddrInet6
-	running               atomic.Bool
-	closed                bool
+	// reserve lets a listener refuse connections out of descriptors
+	// (listen.go); listenRetryAt is when the earliest paused listener
+	// is due back in epoll (0: none is paused).
+	reserve       *sock.Spare
+	listenRetryAt int64
+	cycles        uint64        // event-loop cycles run (sock.AcceptBudget)
+	yield         yield.Yielder // a Gosched every few ms, so sysmon leaves the loop's P alone
+	pin           threadPin     // the loop's thread, held while the link is backlogged (loop.go)
+	events        []unix.EpollEvent
+	nextTick      int64 // next housekeeping tick
+	timerAt       int64 // what the timerfd is armed for
+	nextRA        int64 // next unsolicited router advertisement (0: none scheduled yet)
+	closing       []int32
+	dgramMax      int                // the datagram flows' share of the table (evict.go)
+	evictHand     int                // where the next eviction's sample starts in the active list
+	batch         uint32             // batches of frames from the link handled (handleFrames)
+	sa4           unix.SockaddrInet4 // reused by sockaddr
+	sa6           unix.SockaddrInet6
+	running       atomic.Bool
+	closed        bool
 
 	lst listenTable // forwarded-port listeners (listen.go)
 }
@@ -255,6 +266,7 @@ func New(link Link, p *NetParams, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	e.sys = &kernelSys{epfd: e.epfd}
+	e.reserve = sock.NewSpare(e.wakefd)
 	if !opts.NoUDP {
 		e.tr[protoUDP] = newUDP(e)
 	}
@@ -286,6 +298,9 @@ func (e *Engine) Close() error {
 	}
 	if e.pcap != nil {
 		e.pcap.flush()
+	}
+	if e.reserve != nil {
+		e.reserve.Close()
 	}
 	for _, fd := range []int{e.epfd, e.timerfd, e.wakefd} {
 		if fd > 0 {
@@ -379,6 +394,9 @@ func (e *Engine) reap() {
 		e.ctr.flows[f.proto].Add(-1)
 		e.ctr.closed.Add(1)
 		e.ft.release(idx)
+	}
+	if len(e.closing) > 0 && !e.reserve.Held() {
+		e.reserve.Renew() // a descriptor was just freed
 	}
 	e.closing = e.closing[:0]
 }

@@ -86,33 +86,36 @@ type Flow struct {
 // degrades lookups or allocates; a Go map would grow under insert/delete
 // churn). The index is twice the capacity, keeping probe sequences short.
 // The hash is keyed with a random seed so a namespace cannot aim collisions.
+//
+// Nothing is written at creation: slots never used come from fresh, the
+// index holds a flow's index plus one (0: empty), so a table's memory is
+// made resident by the flows it holds, not by its capacity (a full
+// table is about 300 bytes a flow with the TCP translator's state).
 type flowTable struct {
 	flows  []Flow
-	free   []int32
+	free   []int32 // released slots, reused first
+	fresh  int32   // slots from here on were never used
 	active []int32
-	index  []int32
+	index  []int32 // a flow's index + 1; 0: empty
 	mask   uint32
 	seed   maphash.Seed
 }
 
 func newFlowTable(capacity int) *flowTable {
 	n := uint32(1) << bits.Len32(uint32(2*capacity-1))
-	t := &flowTable{
+	return &flowTable{
 		flows:  make([]Flow, capacity),
-		free:   make([]int32, capacity),
+		free:   make([]int32, 0, capacity),
 		active: make([]int32, 0, capacity),
 		index:  make([]int32, n),
 		mask:   n - 1,
 		seed:   maphash.MakeSeed(),
 	}
-	for i := range t.free {
-		t.free[i] = int32(capacity - 1 - i)
-		t.flows[i].Fd = -1
-	}
-	for i := range t.index {
-		t.index[i] = -1
-	}
-	return t
+}
+
+// available is how many more flows fit.
+func (t *flowTable) available() int {
+	return len(t.free) + len(t.flows) - int(t.fresh)
 }
 
 func (t *flowTable) hashKey(k *flowKey) uint32 {
@@ -125,7 +128,7 @@ func (t *flowTable) hashKey(k *flowKey) uint32 {
 func (t *flowTable) lookup(k *flowKey) int32 {
 	h := t.hashKey(k)
 	for i := h & t.mask; ; i = (i + 1) & t.mask {
-		j := t.index[i]
+		j := t.index[i] - 1
 		if j < 0 {
 			return -1
 		}
@@ -138,21 +141,27 @@ func (t *flowTable) lookup(k *flowKey) int32 {
 // alloc takes a free slot for key k and indexes it; -1 when full. The
 // caller fills in the rest of the flow.
 func (t *flowTable) alloc(k *flowKey, proto uint8) int32 {
-	if len(t.free) == 0 {
+	var idx int32
+	switch {
+	case len(t.free) > 0:
+		idx = t.free[len(t.free)-1]
+		t.free = t.free[:len(t.free)-1]
+	case int(t.fresh) < len(t.flows):
+		idx = t.fresh
+		t.fresh++
+	default:
 		return -1
 	}
-	idx := t.free[len(t.free)-1]
-	t.free = t.free[:len(t.free)-1]
 	f := &t.flows[idx]
 	gen := f.gen + 1
 	*f = Flow{key: *k, hash: t.hashKey(k), state: flowActive, proto: proto, gen: gen, Fd: -1}
 	f.activePos = int32(len(t.active))
 	t.active = append(t.active, idx)
 	i := f.hash & t.mask
-	for t.index[i] >= 0 {
+	for t.index[i] != 0 {
 		i = (i + 1) & t.mask
 	}
-	t.index[i] = idx
+	t.index[i] = idx + 1
 	return idx
 }
 
@@ -161,14 +170,14 @@ func (t *flowTable) alloc(k *flowKey, proto uint8) int32 {
 func (t *flowTable) unhash(idx int32) {
 	f := &t.flows[idx]
 	i := f.hash & t.mask
-	for t.index[i] != idx {
+	for t.index[i] != idx+1 {
 		i = (i + 1) & t.mask
 	}
 	// Backward-shift deletion: pull later members of the probe run
 	// into the hole unless their home slot lies cyclically in (hole, j].
 	hole := i
-	for j := (i + 1) & t.mask; t.index[j] >= 0; j = (j + 1) & t.mask {
-		home := t.flows[t.index[j]].hash & t.mask
+	for j := (i + 1) & t.mask; t.index[j] != 0; j = (j + 1) & t.mask {
+		home := t.flows[t.index[j]-1].hash & t.mask
 		var stays bool
 		if hole <= j {
 			stays = hole < home && home <= j
@@ -180,7 +189,7 @@ func (t *flowTable) unhash(idx int32) {
 			hole = j
 		}
 	}
-	t.index[hole] = -1
+	t.index[hole] = 0
 	f.state = flowClosing
 }
 

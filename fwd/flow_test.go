@@ -40,8 +40,8 @@ func TestFlowTableChurn(t *testing.T) {
 		} else if len(model) != capacity {
 			t.Fatalf("step %d: alloc failed with %d of %d used", i, len(model), capacity)
 		}
-		if len(ft.active) != len(model) || len(ft.free) != capacity-len(model) {
-			t.Fatalf("step %d: active %d free %d, model %d", i, len(ft.active), len(ft.free), len(model))
+		if len(ft.active) != len(model) || ft.available() != capacity-len(model) {
+			t.Fatalf("step %d: active %d available %d, model %d", i, len(ft.active), ft.available(), len(model))
 		}
 	}
 	for k, idx := range model {

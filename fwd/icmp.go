@@ -58,6 +58,7 @@ func (c *icmpTr) open(e *Engine, p *packet) int32 {
 	fd, err := e.hostSocket(idx, unix.SOCK_DGRAM, proto, p.sport)
 	if err != nil {
 		e.drop(DropHostSocket)
+		e.refused(protoICMP, err)
 		if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
 			if !e.warned.ping {
 				e.warned.ping = true

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/gopasta/gopasta/internal/header"
+	"github.com/gopasta/gopasta/internal/limit"
 	"github.com/gopasta/gopasta/internal/slots"
 	"github.com/gopasta/gopasta/internal/sock"
 )
@@ -99,7 +101,13 @@ type listener struct {
 	gen        uint32
 	active     bool
 	acceptedIn uint64 // the engine cycle of the last accept (sock.AcceptBudget)
-	udpLast    uint32 // UDP: the largest datagram of the last batch (udpBurst)
+	// A TCP listener whose accept failed for want of memory (or of
+	// descriptors, with the spare taken) is out of epoll until retryAt
+	// (engine nanoseconds), for backoff, doubled each time in a row.
+	off     bool
+	retryAt int64
+	backoff time.Duration
+	udpLast uint32 // UDP: the largest datagram of the last batch (udpBurst)
 	// UDP: loopback peers handed to the splice hook, until when their
 	// datagrams on the listener are late ones (udplisten.go).
 	handed    map[handedKey]int64
@@ -253,7 +261,7 @@ func (e *Engine) listenEvent(tag int32, gen uint32) {
 	if l.UDP {
 		e.udpListenerRead(l)
 	} else {
-		e.acceptTCP(l)
+		e.acceptTCP(l, slot)
 	}
 }
 
@@ -289,16 +297,39 @@ func (t *listenTable) canSplice(l *listener, src netip.Addr) bool {
 	return l.Splice && t.hook != nil && src.IsLoopback()
 }
 
-func (e *Engine) acceptTCP(l *listener) {
+func (e *Engine) acceptTCP(l *listener, slot int32) {
 	t := &e.lst
 	batch := sock.AcceptBudget(l.acceptedIn, e.cycles)
 	l.acceptedIn = e.cycles
 	for range batch {
 		fd, peer, err := t.acc.Accept(l.Fd)
-		if err != nil {
-			if err != unix.EAGAIN && err != unix.ECONNABORTED && e.debug {
-				e.log.Debug("accept failed", "err", err)
+		switch {
+		case err == nil:
+		case err == unix.EAGAIN:
+			l.backoff = 0
+			return
+		case sock.AcceptRetry(err):
+			continue
+		case descriptorsExhausted(err):
+			// The waiting connections are refused with a reset
+			// (sock.Spare), as a kernel refuses a port nobody
+			// listens on.
+			n, pause := e.reserve.Refuse(l.Fd, &t.acc, sock.AcceptBatch)
+			for range n {
+				e.opts.Refusals.Refuse(limit.TCP, limit.Descriptors)
 			}
+			if pause {
+				// No spare: try again as soon as a descriptor may be
+				// free, without the backoff growing.
+				l.backoff = 0
+				e.pauseListener(l, slot, err)
+			}
+			return
+		default:
+			// Out of memory: the connection waits in the backlog.
+			// Accepting again at once would spin on a level-triggered
+			// listener.
+			e.pauseListener(l, slot, err)
 			return
 		}
 		if t.canSplice(l, peer.Addr()) {
@@ -332,6 +363,51 @@ func (e *Engine) acceptTCP(l *listener) {
 		}
 		if err := e.tcpFromHost(fd, nsPeer, nsSide); err != nil && e.debug {
 			e.log.Debug("forwarded connection refused", "peer", peer, "err", err)
+		}
+	}
+}
+
+// pauseListener takes TCP listener l (in slot) out of epoll for its next
+// backoff, after its accept failed with err. The lock of e.lst is held.
+func (e *Engine) pauseListener(l *listener, slot int32, err error) {
+	ev := unix.EpollEvent{Fd: tagListenBase - slot, Pad: int32(l.gen)}
+	if unix.EpollCtl(e.epfd, unix.EPOLL_CTL_MOD, l.Fd, &ev) != nil {
+		return
+	}
+	l.backoff = sock.NextAcceptBackoff(l.backoff)
+	l.off = true
+	l.retryAt = e.now + int64(l.backoff)
+	if e.debug {
+		e.log.Debug("accept failed, retrying", "fd", l.Fd, "err", err, "in", l.backoff)
+	}
+	if e.listenRetryAt == 0 || l.retryAt < e.listenRetryAt {
+		e.listenRetryAt = l.retryAt
+		e.wakeAt(l.retryAt)
+	}
+}
+
+// retryListeners puts paused listeners whose backoff has passed back into
+// epoll (the timer's run at e.listenRetryAt), and notes when the next one
+// is due.
+func (e *Engine) retryListeners() {
+	t := &e.lst
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e.listenRetryAt = 0
+	for i := range t.ls.Items {
+		l := &t.ls.Items[i]
+		if !l.active || !l.off {
+			continue
+		}
+		if l.retryAt > e.now {
+			if e.listenRetryAt == 0 || l.retryAt < e.listenRetryAt {
+				e.listenRetryAt = l.retryAt
+			}
+			continue
+		}
+		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: tagListenBase - int32(i), Pad: int32(l.gen)}
+		if unix.EpollCtl(e.epfd, unix.EPOLL_CTL_MOD, l.Fd, &ev) == nil {
+			l.off = false
 		}
 	}
 }

@@ -225,6 +225,12 @@ func (e *Engine) armTimer(t int64) {
 // hook's wakeAt compares against the time that just fired.
 func (e *Engine) timerfdFired() {
 	next := e.runTimers()
+	if e.listenRetryAt != 0 && e.now >= e.listenRetryAt {
+		e.retryListeners()
+	}
+	if e.listenRetryAt != 0 && (next == 0 || e.listenRetryAt < next) {
+		next = e.listenRetryAt
+	}
 	if e.now >= e.nextTick {
 		e.nextTick = e.now + tickInterval
 		e.routerAdvertTick()

@@ -235,16 +235,20 @@ func (t *tcpTr) open(e *Engine, p *packet) int32 {
 	}
 	f := e.flow(idx)
 	f.HostAddr = hostDst
+	evicted := e.ctr.evicted.Load()
 	fd, err := t.connectHost(e, idx)
 	if err != nil {
 		e.drop(DropHostSocket)
 		if e.debug {
 			e.log.Debug("tcp: no host socket", "dst", hostDst, "port", p.dport, "err", err)
 		}
-		if !descriptorsExhausted(err) {
-			// Out of descriptors is for a moment (a datagram flow
-			// made room, evict.go): no answer, and the namespace's
-			// stack sends its SYN again. Anything else refuses.
+		if !descriptorsExhausted(err) || e.ctr.evicted.Load() == evicted {
+			// Refused, as a kernel refuses a port nobody listens on.
+			// Out of descriptors with a datagram flow evicted to make
+			// room (evict.go) is for a moment: no answer then, and
+			// the namespace's stack sends its SYN again, which finds
+			// the descriptor free.
+			e.refused(protoTCP, err)
 			t.resetFor(e, p, th)
 		}
 		e.closeFlow(idx)
@@ -1187,11 +1191,13 @@ func (e *Engine) tcpFromHost(fd int, peer, to netip.AddrPort) error {
 	if err := t.usePeekOff(e, fd, f); err != nil {
 		e.sys.abort(fd)
 		e.closeFlow(idx)
+		e.refused(protoTCP, err)
 		return err
 	}
 	if err := e.sys.watch(fd, idx, f.gen, unix.EPOLLIN|unix.EPOLLOUT|unix.EPOLLRDHUP|unix.EPOLLET); err != nil {
 		e.sys.abort(fd)
 		e.closeFlow(idx)
+		e.refused(protoTCP, err)
 		return err
 	}
 	c := t.conn(idx)

@@ -93,6 +93,7 @@ func (u *udpTr) open(e *Engine, p *packet) int32 {
 	fd, err := e.hostSocket(idx, unix.SOCK_DGRAM, 0, p.sport)
 	if err != nil {
 		e.drop(DropHostSocket)
+		e.refused(protoUDP, err)
 		if e.debug {
 			e.log.Debug("udp: no host socket", "dst", hostDst, "port", p.dport, "err", err)
 		}

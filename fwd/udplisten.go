@@ -181,6 +181,7 @@ func (e *Engine) udpFromHost(l *listener, local, peer, nsSide, nsPeer netip.Addr
 	}
 	if err != nil {
 		e.drop(DropHostSocket)
+		e.refused(protoUDP, err)
 		if e.debug {
 			e.log.Debug("udp: no reply socket", "peer", peer, "err", err)
 		}
@@ -234,6 +235,7 @@ func (e *Engine) spliceDatagram(l *listener, local, peer netip.AddrPort, data []
 	fd, err := e.udpReplySocket(l, local, peer, -1)
 	if err != nil {
 		e.drop(DropHostSocket)
+		e.refused(protoUDP, err)
 		return false
 	}
 	c.Fd = fd

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gopasta/gopasta/internal/slots"
+	"github.com/gopasta/gopasta/internal/sock"
 	"github.com/gopasta/gopasta/internal/yield"
 )
 
@@ -80,7 +81,9 @@ type Forwarder struct {
 	ctr      counters
 
 	epfd, wakefd, timerfd int
-	retryfd               int // one-shot: paused listeners (listen.go)
+	retryfd               int         // one-shot: paused listeners (listen.go)
+	retryAt               int64       // f.now the retry timer is armed for; 0: not armed
+	reserve               *sock.Spare // out of descriptors, to refuse waiting connections (listen.go)
 
 	lst listenTable
 
@@ -181,6 +184,7 @@ func (f *Forwarder) setup() error {
 	if f.retryfd, err = unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC); err != nil {
 		return fmt.Errorf("splice: timerfd_create: %w", err)
 	}
+	f.reserve = sock.NewSpare(f.wakefd)
 	for _, r := range []struct{ fd, kind int }{{f.wakefd, kindWake}, {f.timerfd, kindTimer}, {f.retryfd, kindRetry}} {
 		ev := tag(r.kind, 0, 0, 0)
 		ev.Events = unix.EPOLLIN
@@ -464,6 +468,9 @@ func (f *Forwarder) release(kind int) {
 }
 
 func (f *Forwarder) closeFds() {
+	if f.reserve != nil {
+		f.reserve.Close()
+	}
 	for _, fd := range []*int{&f.epfd, &f.wakefd, &f.timerfd, &f.retryfd} {
 		closeFd(*fd)
 		*fd = -1

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gopasta/gopasta/internal/limit"
 	"github.com/gopasta/gopasta/internal/slots"
 	"github.com/gopasta/gopasta/internal/sock"
 )
@@ -90,12 +91,6 @@ type listenTable struct {
 	names []unix.RawSockaddrAny
 	ctl   [][64]byte
 }
-
-// Accept backoff bounds.
-const (
-	minAcceptBackoff = 5 * time.Millisecond
-	maxAcceptBackoff = time.Second
-)
 
 // AddTCPListener serves l on the loop; safe from any goroutine.
 func (f *Forwarder) AddTCPListener(l TCPListener) (ListenerID, error) {
@@ -230,26 +225,49 @@ func (f *Forwarder) acceptTCP(slot int32) {
 			return
 		case sock.AcceptRetry(err):
 			continue
+		case errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE):
+			// Out of descriptors: the waiting connections are
+			// refused with a reset (sock.Spare), as a kernel refuses
+			// a port nobody listens on.
+			f.pool.drain()
+			n, pause := f.reserve.Refuse(l.tcp.Fd, &t.acc, sock.AcceptBatch)
+			for range n {
+				f.opts.Refusals.Refuse(limit.TCP, limit.Descriptors)
+			}
+			if pause {
+				// No spare: try again as soon as a descriptor may be
+				// free, without the backoff growing.
+				l.backoff = 0
+				f.backOff(slot, err)
+			}
+			return
 		default:
-			// Out of descriptors or memory: the connection waits in
-			// the backlog. Retrying at once would spin on a
-			// level-triggered listener; giving up would leave the port
-			// bound but dead.
-			l.backoff = min(max(2*l.backoff, minAcceptBackoff), maxAcceptBackoff)
-			f.log.Debug("splice: accept failed, retrying", "fd", l.tcp.Fd, "err", err, "in", l.backoff)
-			f.pauseListener(slot)
+			// Out of memory: the connection waits in the backlog.
+			// Retrying at once would spin on a level-triggered
+			// listener; giving up would leave the port bound but dead.
+			f.backOff(slot, err)
 			return
 		}
 		other, err := l.tcp.Dial()
 		if err != nil {
 			f.log.Debug("splice: cannot reach the target", "err", err)
 			sock.Abort(fd)
+			f.refused(limit.TCP, err)
 			continue
 		}
 		if err := f.openTCP(fd, other); err != nil {
 			f.log.Debug("splice: tcp", "err", err)
 		}
 	}
+}
+
+// backOff pauses a listener whose accept failed with err, for twice as
+// long as the last time, within the backoff bounds.
+func (f *Forwarder) backOff(slot int32, err error) {
+	l := &f.lst.ls.Items[slot]
+	l.backoff = sock.NextAcceptBackoff(l.backoff)
+	f.log.Debug("splice: accept failed, retrying", "fd", l.tcp.Fd, "err", err, "in", l.backoff)
+	f.pauseListener(slot)
 }
 
 // pauseListener takes a listener out of epoll until its backoff passes.
@@ -265,22 +283,24 @@ func (f *Forwarder) pauseListener(slot int32) {
 	f.armRetry(l.backoff)
 }
 
-// armRetry makes the retry timer fire within d.
+// armRetry makes the retry timer fire within d. The loop remembers when
+// it armed the timer for (retryAt), so that no system call asks.
 func (f *Forwarder) armRetry(d time.Duration) {
-	var cur unix.ItimerSpec
-	if unix.TimerfdGettime(f.retryfd, &cur) == nil {
-		left := time.Duration(cur.Value.Nano())
-		if left > 0 && left <= d {
-			return
-		}
+	d = max(d, time.Millisecond)
+	at := f.now + int64(d)
+	if f.retryAt != 0 && f.retryAt <= at {
+		return
 	}
-	it := unix.ItimerSpec{Value: unix.NsecToTimespec(int64(max(d, time.Millisecond)))}
-	_ = unix.TimerfdSettime(f.retryfd, 0, &it, nil)
+	it := unix.ItimerSpec{Value: unix.NsecToTimespec(int64(d))}
+	if unix.TimerfdSettime(f.retryfd, 0, &it, nil) == nil {
+		f.retryAt = at
+	}
 }
 
 // retryListeners puts paused listeners whose backoff has passed back into
 // epoll, and re-arms the timer for the others.
 func (f *Forwarder) retryListeners() {
+	f.retryAt = 0 // the one-shot timer fired
 	t := &f.lst
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -398,6 +418,7 @@ func (f *Forwarder) udpFromListener(slot int32, local, peer netip.AddrPort, data
 	if err != nil {
 		f.ctr.udpDrops.Add(1)
 		f.log.Debug("splice: udp reply socket", "peer", peer, "err", err)
+		f.refused(limit.UDP, err)
 		return false
 	}
 	b, err := l.udp.Dial(peer)
@@ -405,12 +426,14 @@ func (f *Forwarder) udpFromListener(slot int32, local, peer netip.AddrPort, data
 		unix.Close(a)
 		f.ctr.udpDrops.Add(1)
 		f.log.Debug("splice: udp: cannot reach the target", "err", err)
+		f.refused(limit.UDP, err)
 		return false
 	}
 	s, err := f.openUDP(a, b)
 	if err != nil {
 		f.ctr.udpDrops.Add(1)
 		f.log.Debug("splice: udp", "err", err)
+		f.refused(limit.UDP, err)
 		return false
 	}
 	u := &f.udp.Items[s]

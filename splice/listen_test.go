@@ -7,13 +7,13 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"os"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gopasta/gopasta/internal/limit"
 	"github.com/gopasta/gopasta/internal/sock"
 )
 
@@ -172,11 +172,14 @@ func TestTCPListenerDialFails(t *testing.T) {
 	}
 }
 
-// TestTCPListenerAcceptRetries: a listener whose accept fails for lack of
-// descriptors keeps serving once they are back, instead of leaving the
-// port bound and dead or spinning.
-func TestTCPListenerAcceptRetries(t *testing.T) {
-	r := newRig(t, Options{})
+// TestTCPListenerRefusesOutOfDescriptors: a connection that waits on a
+// listener while the process has no descriptor left is refused with a
+// reset (the loop's spare descriptor takes it off the queue), counted as
+// a refusal, and the listener serves the next connection once descriptors
+// are back, rather than leaving the port bound and dead or spinning.
+func TestTCPListenerRefusesOutOfDescriptors(t *testing.T) {
+	refusals := &limit.Refusals{}
+	r := newRig(t, Options{Refusals: refusals})
 	go echoBack(r.back)
 	addr, _ := tcpListenerTo(t, r, addrPort(t, r.back.Addr()))
 	if err := roundTrip(addr, "before"); err != nil {
@@ -204,27 +207,28 @@ func TestTCPListenerAcceptRetries(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = unix.Connect(cfd, &unix.SockaddrInet4{Port: int(addr.Port()), Addr: addr.Addr().As4()})
-	time.Sleep(200 * time.Millisecond) // accept fails a few times
-	if rerr := unix.Setrlimit(unix.RLIMIT_NOFILE, &old); rerr != nil {
-		t.Fatal(rerr)
+	var got [1]byte
+	var rerr error
+	if err == nil {
+		tv := unix.NsecToTimeval(int64(testTimeout))
+		unix.SetsockoptTimeval(cfd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+		_, rerr = unix.Read(cfd, got[:])
 	}
+	if serr := unix.Setrlimit(unix.RLIMIT_NOFILE, &old); serr != nil {
+		t.Fatal(serr)
+	}
+	unix.Close(cfd)
 	if err != nil {
-		unix.Close(cfd)
 		t.Fatalf("connect: %v", err)
 	}
-	f := os.NewFile(uintptr(cfd), "client")
-	c, err := net.FileConn(f)
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
+	if rerr != unix.ECONNRESET {
+		t.Errorf("a connection that waited while accept failed with EMFILE: got read error %v, want ECONNRESET", rerr)
 	}
-	defer c.Close()
-	c.SetDeadline(deadlineIn())
-	c.Write([]byte("waited"))
-	c.(*net.TCPConn).CloseWrite()
-	got, err := io.ReadAll(c)
-	if err != nil || string(got) != "waited" {
-		t.Errorf("a connection that waited while accept failed with EMFILE: got %q, %v; want it served once descriptors are back (%+v)", got, err, r.f.Stats())
+	if n := refusals.Totals()[limit.TCP]; n != 1 {
+		t.Errorf("refused TCP connections: got %d, want 1", n)
+	}
+	if err := roundTrip(addr, "after"); err != nil {
+		t.Errorf("once descriptors are back: %v (%+v)", err, r.f.Stats())
 	}
 }
 

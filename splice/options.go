@@ -3,6 +3,8 @@ package splice
 import (
 	"log/slog"
 	"time"
+
+	"github.com/gopasta/gopasta/internal/limit"
 )
 
 // UDP flow timeouts, as conntrack (and pasta) use them: a flow that only
@@ -39,4 +41,8 @@ type Options struct {
 	UDPBatch int
 	// Logger gets connection errors at debug level; nil discards.
 	Logger *slog.Logger
+	// Refusals counts the connections and flows refused at a limit
+	// (descriptors, memory, MaxTCP, MaxUDP) and logs their episodes;
+	// nil counts nothing. The process's other loops share it.
+	Refusals *limit.Refusals
 }

@@ -136,6 +136,18 @@ func (pp *pipePool) put(p *pipe) {
 	pp.mu.Unlock()
 }
 
+// drain closes the idle pipes: out of descriptors, the two each holds are
+// worth more to a connection than to the cache.
+func (pp *pipePool) drain() {
+	pp.mu.Lock()
+	free := pp.free
+	pp.free = nil
+	pp.mu.Unlock()
+	for _, p := range free {
+		p.close()
+	}
+}
+
 func (pp *pipePool) close() {
 	pp.mu.Lock()
 	free := pp.free

@@ -5,6 +5,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gopasta/gopasta/internal/limit"
 	"github.com/gopasta/gopasta/internal/sock"
 )
 
@@ -74,6 +75,7 @@ func (f *Forwarder) AddTCP(a, b int) error {
 		if b != a {
 			sock.Abort(b)
 		}
+		f.refused(limit.TCP, err)
 		return err
 	}
 	return nil
@@ -100,6 +102,7 @@ func (f *Forwarder) openTCP(a, b int) error {
 	if err != nil {
 		sock.Abort(a)
 		sock.Abort(b)
+		f.refused(limit.TCP, err)
 		return err
 	}
 	f.startTCP(&p)
@@ -291,6 +294,9 @@ func (f *Forwarder) tcpClose(slot int, abort bool) {
 	}
 	if abort {
 		f.ctr.tcpResets.Add(1)
+	}
+	if !f.reserve.Held() {
+		f.reserve.Renew() // descriptors were just freed
 	}
 	c.active = false
 	f.tcp.Release(int32(slot))

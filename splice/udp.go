@@ -6,6 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gopasta/gopasta/internal/limit"
 	"github.com/gopasta/gopasta/internal/sock"
 )
 
@@ -111,6 +112,7 @@ func (f *Forwarder) AddUDPPeer(key UDPKey, a, b int, early ...[]byte) error {
 		if b != a {
 			closeFd(b)
 		}
+		f.refused(limit.UDP, err)
 		return err
 	}
 	return nil
@@ -426,6 +428,9 @@ func (f *Forwarder) udpClose(slot int) {
 		_ = unix.EpollCtl(f.epfd, unix.EPOLL_CTL_DEL, u.fd[side], nil)
 		unix.Close(u.fd[side])
 		u.fd[side] = -1
+	}
+	if !f.reserve.Held() {
+		f.reserve.Renew() // descriptors were just freed
 	}
 	u.active = false
 	f.udp.Release(int32(slot))

@@ -55,6 +55,7 @@ import (
 	"github.com/gopasta/gopasta/fwd"
 	"github.com/gopasta/gopasta/internal/config"
 	"github.com/gopasta/gopasta/internal/fwdrule"
+	"github.com/gopasta/gopasta/internal/limit"
 	"github.com/gopasta/gopasta/internal/sockdiag"
 	"github.com/gopasta/gopasta/splice"
 )
@@ -127,6 +128,9 @@ type Config struct {
 	Freebind bool
 	// Logger; nil discards.
 	Logger *slog.Logger
+	// Refusals counts the connections and flows refused at a limit; the
+	// splice forwarder and the engine share it (nil counts nothing).
+	Refusals *limit.Refusals
 	// Listening, when set, reports the listening TCP and bound UDP ports
 	// of one side for auto forwarding instead of the kernel (tests).
 	Listening func(nsSide bool) (tcp, udp config.PortSet, err error)
@@ -214,7 +218,7 @@ func Start(ctx context.Context, cfg Config) (*Forwarder, error) {
 	for i := range pf.tables {
 		pf.tables[i] = fwdrule.Table{Pif: tablePifs[i], Caps: caps}
 	}
-	sp, err := splice.NewForwarder(splice.Options{Logger: log})
+	sp, err := splice.NewForwarder(splice.Options{Logger: log, Refusals: cfg.Refusals})
 	if err != nil {
 		return nil, fmt.Errorf("splice forwarder: %w", err)
 	}

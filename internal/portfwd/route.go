@@ -11,6 +11,7 @@ import (
 
 	"github.com/gopasta/gopasta/fwd"
 	"github.com/gopasta/gopasta/internal/config"
+	"github.com/gopasta/gopasta/internal/limit"
 	"github.com/gopasta/gopasta/internal/sock"
 	"github.com/gopasta/gopasta/splice"
 )
@@ -174,6 +175,7 @@ func (pf *Forwarder) spliceHook(c *fwd.SpliceConn) bool {
 		if fd, ok, err := pool.dial(dst); ok {
 			if err != nil {
 				pf.log.Debug("splice: cannot reach the namespace", "dst", dst, "err", err)
+				pf.refused(limit.TCP, err)
 				return false
 			}
 			pf.bridge(c, fd)
@@ -184,7 +186,21 @@ func (pf *Forwarder) spliceHook(c *fwd.SpliceConn) bool {
 	case pf.slow <- *c:
 		return true
 	default:
-		return false // overloaded: reset rather than stall the engine
+		// Overloaded: reset rather than stall the engine.
+		k := limit.TCP
+		if c.UDP {
+			k = limit.UDP
+		}
+		pf.cfg.Refusals.Refuse(k, limit.Flows)
+		return false
+	}
+}
+
+// refused counts a spliced connection or flow of kind k that err refused,
+// when err is a limit.
+func (pf *Forwarder) refused(k limit.Kind, err error) {
+	if res, ok := limit.Of(err); ok {
+		pf.cfg.Refusals.Refuse(k, res)
 	}
 }
 
@@ -223,8 +239,10 @@ func (pf *Forwarder) slowPath() {
 				pf.log.Debug("splice: cannot reach the namespace", "dst", dst, "err", err)
 				if c.UDP {
 					unix.Close(c.Fd)
+					pf.refused(limit.UDP, err)
 				} else {
 					sock.Abort(c.Fd)
+					pf.refused(limit.TCP, err)
 				}
 				continue
 			}

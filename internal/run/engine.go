@@ -11,6 +11,7 @@ import (
 
 	"github.com/gopasta/gopasta/fwd"
 	"github.com/gopasta/gopasta/internal/config"
+	"github.com/gopasta/gopasta/internal/limit"
 )
 
 // engineSetup is everything the engine needs, derived from the command line
@@ -132,7 +133,7 @@ func startEngine(ctx context.Context, cfg *config.Config, dl *dataLink, es engin
 		close(done.done)
 	}()
 	if cfg.Stats > 0 {
-		go every(ctx, cfg.Stats, func() { logStats(e, log) })
+		go every(ctx, cfg.Stats, func() { logStats(e, es.opts.Refusals, log) })
 	}
 	return e, done, closePcap, nil
 }
@@ -144,16 +145,19 @@ type engineRun struct {
 	err  error
 }
 
-// logStats prints the engine's counters (--stats).
-func logStats(e *fwd.Engine, log *slog.Logger) {
+// logStats prints the engine's counters (--stats), and what every loop
+// refused at a limit since the start.
+func logStats(e *fwd.Engine, r *limit.Refusals, log *slog.Logger) {
 	s := e.Stats()
 	var drops uint64
 	for _, d := range s.Drops {
 		drops += d
 	}
+	ref := r.Totals()
 	log.Info("stats", "frames_in", s.FramesIn, "frames_out", s.FramesOut,
 		"bytes_in", s.BytesIn, "bytes_out", s.BytesOut, "drops", drops,
-		"tcp", s.FlowsTCP, "udp", s.FlowsUDP, "icmp", s.FlowsICMP, "evicted", s.Evicted)
+		"tcp", s.FlowsTCP, "udp", s.FlowsUDP, "icmp", s.FlowsICMP, "evicted", s.Evicted,
+		"refused_tcp", ref[limit.TCP], "refused_udp", ref[limit.UDP], "refused_icmp", ref[limit.ICMP])
 }
 
 // every calls fn every interval until ctx ends (--stats).

@@ -17,6 +17,7 @@ import (
 	"github.com/gopasta/gopasta/internal/cmdline"
 	"github.com/gopasta/gopasta/internal/config"
 	"github.com/gopasta/gopasta/internal/ctlsock"
+	"github.com/gopasta/gopasta/internal/limit"
 	"github.com/gopasta/gopasta/internal/logging"
 	"github.com/gopasta/gopasta/internal/portfwd"
 	"github.com/gopasta/gopasta/internal/sandbox"
@@ -124,6 +125,9 @@ func Run(cfg *config.Config) (int, error) {
 		}
 		netnsPath = child.NetNSPath()
 	}
+	// The command has its own descriptor limit, as it was given to us:
+	// ours goes up once it is spawned.
+	log.Debug("descriptor limit", "RLIMIT_NOFILE", raiseFileLimit())
 	// From here on a failure must not leave the spawned namespace behind.
 	fail := func(err error) (int, error) {
 		if child != nil {
@@ -176,6 +180,11 @@ func Run(cfg *config.Config) (int, error) {
 	// on: gate closes then.
 	gate := make(chan struct{})
 	es := planEngine(cfg, plan, readResolvConf("/etc/resolv.conf"))
+	// What the loops refuse at a limit: one count and one episode log
+	// for the engine, the splice loop and port forwarding.
+	refusals := &limit.Refusals{Log: log}
+	defer refusals.Stop()
+	es.opts.Refusals = refusals
 	var eng *fwd.Engine
 	engineDone := &engineRun{done: make(chan struct{})} // never closes without an engine
 	if cfg.SpliceOnly {
@@ -207,7 +216,7 @@ func Run(cfg *config.Config) (int, error) {
 		IPv4: plan.IPv4, IPv6: plan.IPv6,
 		NSAddr4: es.params.Addr4, NSAddr6: es.params.Addr6,
 		NoSplice: cfg.NoSplice, SpliceOnly: cfg.SpliceOnly, HostLoToNSLo: cfg.HostLoToNSLo,
-		Freebind: cfg.Freebind, Logger: log, Gate: gate,
+		Freebind: cfg.Freebind, Logger: log, Gate: gate, Refusals: refusals,
 	}
 	if eng != nil {
 		fc.Engine = eng

@@ -1,0 +1,105 @@
+package sock
+
+import (
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// A listener whose accept fails for want of memory, or of descriptors with
+// no spare to refuse with, is left out of its event loop for a backoff
+// that doubles while the failures go on, within these bounds: accepting
+// again at once would spin on the level-triggered listener, and giving up
+// would leave the port bound but dead.
+const (
+	MinAcceptBackoff = 5 * time.Millisecond
+	MaxAcceptBackoff = time.Second
+)
+
+// NextAcceptBackoff is the backoff after last (0 after a success).
+func NextAcceptBackoff(last time.Duration) time.Duration {
+	return min(max(2*last, MinAcceptBackoff), MaxAcceptBackoff)
+}
+
+// Spare is a descriptor an event loop holds in reserve, so that a loop out
+// of descriptors (EMFILE, ENFILE) can still take the connections waiting on
+// a listener and reset them: the clients learn at once that they were
+// refused, as from a kernel with no listener, instead of waiting in the
+// queue until their connect times out, and the level-triggered listener
+// stops reporting them, which would otherwise spin the loop.
+//
+// The spare is a duplicate (F_DUPFD_CLOEXEC) of a descriptor the loop owns
+// and never reads through it: fcntl is all it takes to get one back, with
+// no path to open once the sandbox has taken the file system away. One
+// Spare serves one goroutine.
+type Spare struct {
+	fd   int
+	from int
+}
+
+// NewSpare holds a duplicate of from, a descriptor the caller keeps open
+// for as long as the Spare lives.
+func NewSpare(from int) *Spare {
+	s := &Spare{fd: -1, from: from}
+	s.renew()
+	return s
+}
+
+func (s *Spare) renew() {
+	if s == nil || s.fd >= 0 {
+		return
+	}
+	if fd, err := unix.FcntlInt(uintptr(s.from), unix.F_DUPFD_CLOEXEC, 0); err == nil {
+		s.fd = fd
+	}
+}
+
+// Held reports whether the spare descriptor is held (never on a nil
+// Spare, whose methods do nothing).
+func (s *Spare) Held() bool { return s != nil && s.fd >= 0 }
+
+// Renew takes the spare descriptor back if it is not held: a loop calls
+// it when it has closed descriptors, so that a spare another thread took
+// while it was free is soon held again.
+func (s *Spare) Renew() { s.renew() }
+
+// Refuse frees the spare descriptor and resets up to budget connections
+// waiting on listener lfd, then takes the spare back. It returns how many
+// it reset, and whether the caller should pause the listener for a
+// moment rather than spin: connections still wait and the spare is not
+// held (another thread took the freed descriptor, or there was none to
+// take). With the spare held and the budget spent, the listener goes on
+// in the next round of the loop.
+func (s *Spare) Refuse(lfd int, acc *Acceptor, budget int) (n int, pause bool) {
+	s.renew()
+	if !s.Held() {
+		return 0, true
+	}
+	unix.Close(s.fd)
+	s.fd = -1
+	defer s.renew()
+	for range budget {
+		fd, _, err := acc.Accept(lfd)
+		switch {
+		case err == nil:
+			Abort(fd)
+			n++
+		case err == unix.EAGAIN:
+			return n, false
+		case AcceptRetry(err):
+		default:
+			s.renew()
+			return n, s.fd < 0
+		}
+	}
+	s.renew()
+	return n, s.fd < 0
+}
+
+// Close releases the spare descriptor.
+func (s *Spare) Close() {
+	if s.Held() {
+		unix.Close(s.fd)
+		s.fd = -1
+	}
+}
