@@ -1,5 +1,8 @@
 package main
 
+// Processes: starting, stopping and reaping them by process group, and the
+// CPU and steal time read from /proc.
+
 import (
 	"bufio"
 	"bytes"

@@ -1,5 +1,8 @@
 package main
 
+// The report: medians, ratios, CPU columns, notes and the markdown tables,
+// and the docs/performance.md section it replaces.
+
 import (
 	"fmt"
 	"math"

@@ -1,5 +1,8 @@
 package main
 
+// The tools measured: gopasta or pasta attached to a holder, slirp4netns,
+// and the veth pair.
+
 import (
 	"bufio"
 	"encoding/json"

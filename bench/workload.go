@@ -1,5 +1,8 @@
 package main
 
+// The rows (testCase) and one run of a row through a tool: iperf3 or rr, and
+// their output parsed.
+
 import (
 	"encoding/json"
 	"errors"

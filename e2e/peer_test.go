@@ -15,7 +15,7 @@ package e2e
 //	                            "err REASON"), until "exit", until DIR goes
 //	                            away, or after two idle minutes
 //
-// The commands are peerCommand's. Every TCP exchange speaks one protocol
+// The commands are peer.command's. Every TCP exchange speaks one protocol
 // (serveConn), every byte of content comes from one generator (stream), and
 // every UDP check is one echo exchange (udpEcho).
 

@@ -1,5 +1,8 @@
 package fwd
 
+// The ARP responder: the namespace's requests for any address but its own
+// answered with our MAC address.
+
 import (
 	"net/netip"
 

@@ -1,5 +1,8 @@
 package fwd
 
+// The DHCPv4 server on the link (RFC 2131): the namespace's address, routes,
+// DNS servers, search list and MTU handed to its client.
+
 import (
 	"encoding/binary"
 	"net/netip"

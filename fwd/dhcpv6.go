@@ -1,5 +1,8 @@
 package fwd
 
+// The DHCPv6 server on the link (RFC 8415): the namespace's address as an
+// IA_NA, DNS servers, the domain list and the FQDN.
+
 import (
 	"encoding/binary"
 	"net/netip"

@@ -1,5 +1,9 @@
 package fwd
 
+// Frames from the namespace: validation (classify), the on-link responders,
+// and each flow's frames of a cycle handed to its translator at once
+// (handleFrames).
+
 import (
 	"net/netip"
 

@@ -1,5 +1,8 @@
 package fwd
 
+// The Engine: its options, construction, and the flow life cycle every
+// translator shares (newFlow, closeFlow, reap).
+
 import (
 	"context"
 	"errors"

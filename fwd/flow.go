@@ -1,5 +1,8 @@
 package fwd
 
+// The flow table: fixed capacity, keyed by the namespace side's addresses
+// and ports, an open-addressing index with backward-shift deletion.
+
 import (
 	"encoding/binary"
 	"hash/maphash"

@@ -1,5 +1,8 @@
 package fwd
 
+// ICMP and ICMPv6 echo through unprivileged ping sockets, and the host's
+// ICMP errors passed on to the namespace.
+
 import (
 	"encoding/binary"
 	"errors"

@@ -88,7 +88,7 @@ type SpliceConn struct {
 	Late bool
 }
 
-// SpliceHook takes a loopback connection. It runs on the engine's thread
+// SpliceHook takes a loopback connection. It runs on the engine's loop
 // and must not block: queue the work and return true, or return false to
 // have the engine reset the connection.
 type SpliceHook func(c *SpliceConn) bool

@@ -1,5 +1,9 @@
 package fwd
 
+// The event loop (Run): epoll over the link, the flows' sockets, the timer
+// and the wake-up eventfd; the flows' timers; and the system calls the
+// translators make (sysOps).
+
 import (
 	"context"
 	"errors"
@@ -124,18 +128,16 @@ func (e *Engine) Run(ctx context.Context) error {
 // backlogged, and lets it go before the loop sleeps.
 //
 // The loop is not locked to a thread (package yield says why: an idle
-// loop that wakes on a locked thread costs a hand-off of its P, measured
-// on request/response exchanges). Under a backlog the same freedom costs
-// more: the loop's sendmmsg calls (one can carry 4 MB of datagrams to
-// copy) are system calls long enough for the runtime to take the loop's
-// P away and start another thread, and each yield puts the goroutine on
-// the global run queue, where a thread spinning on the other P can take
-// it. Measured during bulk UDP namespace to host at 65000 bytes on 2
-// CPUs: the loop ran on three threads (50%, 25% and 24% of its samples),
-// one of them beside the namespace's sender on the other CPU. Held to
-// one thread, it shares a CPU with the host's receiver, which preempts it
-// to take each datagram as it comes (about 35,000 times a second), and
-// leaves the sender the other CPU.
+// loop that wakes on a locked thread costs a hand-off of its P). Under a
+// backlog the same freedom costs more: the loop's sendmmsg calls (one can
+// carry megabytes of datagrams to copy) are system calls long enough for
+// the runtime to take the loop's P away and start another thread, and
+// each yield puts the goroutine on the global run queue, where a thread
+// spinning on the other P can take it, so the loop spreads over several
+// threads, one of them beside the namespace's sender. Held to one thread,
+// it shares a CPU with the host's receiver, which takes each datagram as
+// it comes, and leaves the sender the other CPU (docs/performance.md,
+// change 17).
 //
 // A readLink that stops at its budget (the link still has frames) is the
 // backlog signal; a cycle that is about to sleep in epoll_wait lets go.

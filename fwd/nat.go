@@ -1,5 +1,8 @@
 package fwd
 
+// pasta's address mapping between the namespace and the host: --map-host-
+// loopback, --no-map-gw, --map-guest-addr and --dns-forward.
+
 import "net/netip"
 
 // NAT holds pasta's address mapping rules (pasta(1): --map-host-loopback,

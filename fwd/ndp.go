@@ -1,5 +1,8 @@
 package fwd
 
+// The NDP responder: neighbour advertisements, and router advertisements on
+// solicitation and every 200-600 s.
+
 import (
 	"math/rand/v2"
 	"net/netip"

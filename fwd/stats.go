@@ -1,5 +1,8 @@
 package fwd
 
+// The engine's counters (--stats): frames, bytes, drops by reason, flows per
+// protocol, retransmissions, evictions.
+
 import "sync/atomic"
 
 // DropReason says why the engine discarded a frame or datagram.
@@ -53,7 +56,7 @@ type Stats struct {
 	Evicted uint64
 }
 
-// counters are written by the engine thread only, read by anyone: atomics
+// counters are written by the engine's loop only, read by anyone: atomics
 // keep Stats() safe from other goroutines without a lock on the hot path.
 type counters struct {
 	framesIn, framesOut, bytesIn, bytesOut atomic.Uint64

@@ -1167,7 +1167,7 @@ var (
 // host socket accepted on a forwarded port: peer is the address the
 // namespace sees it from (after NAT), to the namespace's address and port.
 // The engine owns fd from the call on; on error it has been closed with a
-// reset, so the host peer learns at once. Runs on the engine's thread.
+// reset, so the host peer learns at once. Runs on the engine's loop.
 func (e *Engine) tcpFromHost(fd int, peer, to netip.AddrPort) error {
 	t, _ := e.tr[protoTCP].(*tcpTr)
 	if t == nil {

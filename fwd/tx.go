@@ -1,5 +1,8 @@
 package fwd
 
+// Frames toward the namespace: the transmit queue of preallocated buffers,
+// their headers, and one WriteBatch per cycle.
+
 import (
 	"net/netip"
 	"unsafe"

@@ -1,5 +1,9 @@
 package fwd
 
+// UDP flows from the namespace: a host socket per flow, conntrack's
+// timeouts, datagrams read in bounded batches and sent in segmentation
+// offload runs.
+
 import (
 	"errors"
 	"net/netip"
@@ -277,9 +281,7 @@ func (u *udpTr) sockEvent(e *Engine, idx int32, events uint32) {
 
 // udpBurst is how many datagrams to read from a host socket at once, when
 // the largest datagram of the previous batch from it carried last bytes (0:
-// none yet): sock.Burst's rule. Measured here, host to namespace at 65000
-// bytes: 26-33% of forwarded datagrams dropped in the namespace instead of
-// 36-37% in unbounded batches.
+// none yet): sock.Burst's rule (docs/performance.md, change 10).
 func udpBurst(last int) int {
 	return sock.Burst(udpBatch, last)
 }

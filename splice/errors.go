@@ -1,5 +1,8 @@
 package splice
 
+// The errors a Forwarder returns: closed, a table full, a socket it cannot
+// take.
+
 import (
 	"errors"
 	"fmt"

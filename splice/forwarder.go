@@ -1,5 +1,8 @@
 package splice
 
+// The Forwarder: construction, the epoll loop (Run), hand-overs from other
+// goroutines, the timer, and Close.
+
 import (
 	"context"
 	"errors"

@@ -19,7 +19,7 @@ import (
 // listeners of -T and -U (whose peers are always local), and with
 // --splice-only the host's listeners of -t and -u. They live on the
 // forwarder's loop, so a connection is accepted, its other side dialled
-// and its bytes pumped on one thread, with no hand-over between threads.
+// and its bytes pumped on one goroutine, with no hand-over between them.
 //
 // The listener table has a mutex because listeners come and go from other
 // goroutines (auto forwarding's scanner): RemoveListener closes the socket
@@ -48,7 +48,7 @@ type UDPListener struct {
 	Ifname string
 	// Reply opens a peer's own socket where the listener is (sock.Reply
 	// in the listener's namespace): local is the address the peer sent
-	// to. nil: sock.Reply on the loop's thread.
+	// to. nil: sock.Reply on the loop.
 	Reply func(local, peer netip.AddrPort) (int, error)
 	// Dial opens the other side's socket, connected to the target; peer
 	// is the flow's peer on the listener's side, whose port the socket

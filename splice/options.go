@@ -1,5 +1,7 @@
 package splice
 
+// Options of a Forwarder and their defaults.
+
 import (
 	"log/slog"
 	"time"

@@ -1,5 +1,8 @@
 package splice
 
+// The pipes spliced TCP moves bytes through: their size, probed once, and
+// the pool that reuses them.
+
 import (
 	"fmt"
 	"os"

@@ -1,5 +1,8 @@
 package splice
 
+// Spliced TCP connections: hand-over and admission, and the pump that moves
+// each direction source to pipe to sink with splice(2).
+
 import (
 	"os"
 

@@ -1,5 +1,9 @@
 package splice
 
+// Spliced UDP flows: a pair of connected sockets per peer, batches moved
+// with recvmmsg and sendmmsg in segmentation offload runs, and late
+// datagrams from the listener.
+
 import (
 	"net/netip"
 	"unsafe"

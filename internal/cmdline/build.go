@@ -1,5 +1,8 @@
 package cmdline
 
+// The parsed options turned into a validated config.Config, option group by
+// option group.
+
 import (
 	"fmt"
 	"net/netip"

@@ -1,5 +1,8 @@
 package cmdline
 
+// The option set: every pasta option with its spelling, category and help
+// text.
+
 import "github.com/urfave/cli/v2"
 
 // Flag categories, in the order the help text and the man page show them.

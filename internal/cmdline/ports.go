@@ -1,5 +1,7 @@
 package cmdline
 
+// The -t, -u, -T and -U options parsed into port specifications.
+
 import (
 	"errors"
 	"strings"

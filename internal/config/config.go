@@ -1,6 +1,6 @@
 // Package config holds gopasta's run-time configuration: one struct built by
-// the command line in package main and read by every other package. Values
-// here are already validated; consumers never re-parse strings.
+// the command line (internal/cmdline) and read by every other package.
+// Values here are already validated; consumers never re-parse strings.
 package config
 
 import (

@@ -1,5 +1,8 @@
 package fwdrule
 
+// The rule table: the checks a rule must pass, conflicts with the rules
+// already there, adding and deleting.
+
 import (
 	"errors"
 	"fmt"

@@ -1,5 +1,8 @@
 package header
 
+// NDP messages and options: solicitations, advertisements, prefix, MTU,
+// RDNSS and DNSSL, link-layer addresses.
+
 import (
 	"encoding/binary"
 	"net/netip"

@@ -1,5 +1,7 @@
 package nstest
 
+// The gopasta binary, built once per test run, and temporary directories.
+
 import (
 	"context"
 	"os"

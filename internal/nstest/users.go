@@ -1,5 +1,8 @@
 package nstest
 
+// The identities tests run as (root, uid 65534), and skips for missing
+// privileges or kernel features.
+
 import (
 	"context"
 	"os"

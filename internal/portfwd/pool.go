@@ -1,5 +1,8 @@
 package portfwd
 
+// The pool of unconnected TCP sockets made inside the namespace, for spliced
+// host connections.
+
 import (
 	"fmt"
 	"net/netip"

@@ -21,12 +21,12 @@
 //     through the TAP, with the peer's address kept. A loopback peer is
 //     handed back through the engine's splice hook, which connects a
 //     socket inside the namespace (from a pool made there in advance, so
-//     the engine's thread never waits for the namespace's) and gives the
-//     pair to the splice forwarder.
+//     the engine's loop never waits for the namespace's thread) and
+//     gives the pair to the splice forwarder.
 //   - Namespace listeners (-T, -U) bind the namespace's loopback, are
 //     created on the namespace's thread and are served by the splice
 //     forwarder's own loop, which accepts, dials host loopback and pumps on
-//     one thread.
+//     one goroutine.
 //   - With --splice-only there is no engine: host listeners bind loopback
 //     and are served by the splice forwarder like the namespace's.
 //

@@ -1,5 +1,8 @@
 package portfwd
 
+// The /proc/net tables of each side, auto scanning's fallback where
+// inet_diag is missing.
+
 import (
 	"errors"
 	"io"

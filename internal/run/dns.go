@@ -1,5 +1,9 @@
 package run
 
+// DNS for the namespace: the host's resolv.conf, and the plan of which
+// servers and search list it gets and which DNS is redirected to a host
+// resolver.
+
 import (
 	"bufio"
 	"io"

@@ -1,5 +1,8 @@
 package run
 
+// The engine's parameters from the command line and the network plan, the
+// engine started on the link, and its --stats lines.
+
 import (
 	"context"
 	"fmt"

@@ -1,5 +1,8 @@
 package run
 
+// Main and Run: one run from the configuration to the exit status, and
+// waiting for the spawned command.
+
 import (
 	"context"
 	"fmt"
@@ -144,7 +147,7 @@ func Run(cfg *config.Config) (int, error) {
 	defer th.Close()
 
 	var dev *tap.Device
-	var dl *dataLink // the TAP, with vhost-net on it per --vhost (vhost.go)
+	var dl *dataLink // the TAP, with vhost-net on it per --vhost (link.go)
 	err = th.Do(func() error {
 		if err := ns.LoopbackUp(); err != nil {
 			return fmt.Errorf("bringing up lo in the namespace: %w", err)

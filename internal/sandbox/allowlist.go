@@ -149,8 +149,9 @@ func fcntlArgs(*filterParams) [][]seccomp.Condition {
 	return out
 }
 
-// seccompNotifRecv and seccompNotifSend are the supervisor's requests
-// (--debug, GOPASTA_SECCOMP=log).
+// ioctlRequests: the terminal's foreground group, the supervisor's
+// SECCOMP_IOCTL_NOTIF_RECV and _SEND (--debug, GOPASTA_SECCOMP=log), and
+// vhost-net's backend detached at exit.
 var ioctlRequests = []uint64{
 	unix.TIOCGPGRP,
 	unix.SECCOMP_IOCTL_NOTIF_RECV, unix.SECCOMP_IOCTL_NOTIF_SEND,

@@ -490,11 +490,10 @@ const BurstBytes = 64 << 10
 //     overflows a receiver that reads one at a time, and each datagram
 //     dropped there cost the forwarder two copies.
 //   - Each datagram has a buffer of its own, 64 KiB apart. Thirty-two of
-//     them are 2 MiB, a core's whole L2 cache on the VM measured, so
-//     the send copies what the receive wrote from farther out: with 65000
-//     bytes per datagram, the copy into the socket took 57-94% more time
-//     per datagram in batches of up to 32 than in batches of one or two
-//     (perf samples per datagram forwarded, three pairs of runs).
+//     them are 2 MiB, as much as a core's whole L2 cache, so the send
+//     copies what the receive wrote from farther out, and the copy into
+//     the socket costs more per datagram than in batches of one or two
+//     (docs/performance.md, change 14).
 //
 // Bounding a batch to BurstBytes of payload reads large datagrams one at a
 // time, into the same hot buffer, and still 46 of 1400 bytes at once.
