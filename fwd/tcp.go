@@ -344,12 +344,12 @@ func (t *tcpTr) connectHost(e *Engine, idx int32) (fd int, err error) {
 			}
 		}
 		if local.IsValid() {
-			if err = e.sys.bind(fd, e.sockaddr(local, 0, v6)); err != nil {
+			if err = e.sys.bind(fd, e.sa.Of(local, 0, v6)); err != nil {
 				return fd, err
 			}
 		}
 	}
-	err = e.sys.connect(fd, e.sockaddr(f.HostAddr, f.DstPort, v6))
+	err = e.sys.connect(fd, e.sa.Of(f.HostAddr, f.DstPort, v6))
 	if err != nil && !errors.Is(err, unix.EINPROGRESS) {
 		return fd, err
 	}

@@ -160,35 +160,18 @@ func (e *Engine) hostSocket(idx int32, typ, proto int, port uint16) (fd int, err
 		}
 	}
 	if port != 0 || local.IsValid() {
-		if err = e.sys.bind(fd, e.sockaddr(local, port, v6)); err != nil && port != 0 {
-			err = e.sys.bind(fd, e.sockaddr(local, 0, v6))
+		if err = e.sys.bind(fd, e.sa.Of(local, port, v6)); err != nil && port != 0 {
+			err = e.sys.bind(fd, e.sa.Of(local, 0, v6))
 		}
 		if err != nil {
 			return fd, err
 		}
 	}
-	if err = e.sys.connect(fd, e.sockaddr(f.HostAddr, f.DstPort, v6)); err != nil {
+	if err = e.sys.connect(fd, e.sa.Of(f.HostAddr, f.DstPort, v6)); err != nil {
 		return fd, err
 	}
 	err = e.sys.watch(fd, idx, f.gen, unix.EPOLLIN)
 	return fd, err
-}
-
-// sockaddr fills the engine's reusable socket address (no allocation per
-// flow) for a (possibly invalid = any) address.
-func (e *Engine) sockaddr(a netip.Addr, port uint16, v6 bool) unix.Sockaddr {
-	if v6 {
-		e.sa6 = unix.SockaddrInet6{Port: int(port)}
-		if a.IsValid() {
-			e.sa6.Addr = a.As16()
-		}
-		return &e.sa6
-	}
-	e.sa4 = unix.SockaddrInet4{Port: int(port)}
-	if a.IsValid() {
-		e.sa4.Addr = a.As4()
-	}
-	return &e.sa4
 }
 
 // frames sends this cycle's datagrams of one flow with one sendmmsg, each
