@@ -55,7 +55,7 @@ func (c *icmpTr) open(e *Engine, p *packet) int32 {
 	if p.v6 {
 		proto = unix.IPPROTO_ICMPV6
 	}
-	fd, err := e.hostSocket(idx, unix.SOCK_DGRAM, proto, p.sport)
+	fd, err := e.hostSocket(idx, hostSock{typ: unix.SOCK_DGRAM, proto: proto, port: p.sport})
 	if err != nil {
 		e.drop(DropHostSocket)
 		if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {

@@ -2,7 +2,6 @@ package fwd
 
 import (
 	"errors"
-	"net/netip"
 
 	"golang.org/x/sys/unix"
 
@@ -90,7 +89,7 @@ func (u *udpTr) open(e *Engine, p *packet) int32 {
 	}
 	f := e.flow(idx)
 	f.HostAddr = hostDst
-	fd, err := e.hostSocket(idx, unix.SOCK_DGRAM, 0, p.sport)
+	fd, err := e.hostSocket(idx, hostSock{typ: unix.SOCK_DGRAM, port: p.sport})
 	if err != nil {
 		e.drop(DropHostSocket)
 		if e.debug {
@@ -102,76 +101,6 @@ func (u *udpTr) open(e *Engine, p *packet) int32 {
 	f.Fd = fd
 	f.Deadline = e.now + udpTimeout
 	return idx
-}
-
-// hostSocket opens, binds and connects the host socket of flow f, to
-// f.HostAddr port f.DstPort (f is flow idx). It binds to port first to keep
-// the namespace's source port (UDP) or echo identifier (ping sockets), and
-// falls back to an ephemeral one where the host will not have it. UDP
-// sockets bind with SO_REUSEADDR, as pasta's do: a namespace socket that
-// talks to two peers, or sends from a port gopasta forwards (a VPN or
-// STUN endpoint), keeps its port for each, since every flow socket and
-// the forwarded port's listener share it, and the kernel hands a datagram
-// to the socket connected to its sender first. Ping sockets do not: their
-// replies are matched by identifier alone. The socket is registered with
-// epoll for the flow.
-func (e *Engine) hostSocket(idx int32, typ, proto int, port uint16) (fd int, err error) {
-	f := e.flow(idx)
-	v6 := f.HostAddr.Is6()
-	domain := unix.AF_INET
-	if v6 {
-		domain = unix.AF_INET6
-	}
-	if fd, err = e.sys.socket(domain, typ, proto); err != nil {
-		e.outOfDescriptors(err, idx)
-		return -1, err
-	}
-	defer func() {
-		if err != nil {
-			e.sys.close(fd)
-			fd = -1
-		}
-	}()
-	local := netip.Addr{}
-	ifname := ""
-	if !f.HostAddr.IsLoopback() {
-		local, ifname = e.opts.Outbound4, e.opts.OutboundIf4
-		if v6 {
-			local, ifname = e.opts.Outbound6, e.opts.OutboundIf6
-		}
-	}
-	if v6 {
-		e.sys.setsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1)
-		err = e.sys.setsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_RECVERR, 1)
-	} else {
-		err = e.sys.setsockoptInt(fd, unix.IPPROTO_IP, unix.IP_RECVERR, 1)
-	}
-	if err != nil {
-		return fd, err
-	}
-	if ifname != "" {
-		if err = e.sys.bindToDevice(fd, ifname); err != nil {
-			return fd, err
-		}
-	}
-	if port != 0 && typ == unix.SOCK_DGRAM && proto == 0 {
-		if err = e.sys.setsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
-			return fd, err
-		}
-	}
-	if port != 0 || local.IsValid() {
-		if err = e.sys.bind(fd, e.sa.Of(local, port, v6)); err != nil && port != 0 {
-			err = e.sys.bind(fd, e.sa.Of(local, 0, v6))
-		}
-		if err != nil {
-			return fd, err
-		}
-	}
-	if err = e.sys.connect(fd, e.sa.Of(f.HostAddr, f.DstPort, v6)); err != nil {
-		return fd, err
-	}
-	err = e.sys.watch(fd, idx, f.gen, unix.EPOLLIN)
-	return fd, err
 }
 
 // frames sends this cycle's datagrams of one flow with one sendmmsg, each

@@ -201,11 +201,7 @@ func (e *Engine) udpReplySocket(l *listener, local, peer netip.AddrPort, setup i
 		e.outOfDescriptors(err, setup)
 		return -1, err
 	}
-	if l.V6 {
-		e.sys.setsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_RECVERR, 1)
-	} else {
-		e.sys.setsockoptInt(fd, unix.IPPROTO_IP, unix.IP_RECVERR, 1)
-	}
+	e.recvErr(fd, l.V6)
 	return fd, nil
 }
 
