@@ -24,6 +24,33 @@ type hostSock struct {
 	tcp *tcpTr
 }
 
+// openFlow makes the flow of p, a frame from the namespace that matched
+// none, toward hostDst (where the NAT maps p's destination), and opens its
+// host socket (hostSocket). It returns the flow's index, or -1 with the
+// drop counted: toward a link-local hostDst (one the NAT did not map has
+// no scope on the host side), with the table full (newFlow), or without a
+// socket, whose error it returns.
+func (e *Engine) openFlow(p *packet, proto uint8, hostDst netip.Addr, s hostSock) (int32, error) {
+	if hostDst.Is6() && hostDst.IsLinkLocalUnicast() {
+		e.drop(DropDestination)
+		return -1, nil
+	}
+	idx := e.newFlow(p, proto)
+	if idx < 0 {
+		return -1, nil
+	}
+	f := e.flow(idx)
+	f.HostAddr = hostDst
+	fd, err := e.hostSocket(idx, s)
+	if err != nil {
+		e.drop(DropHostSocket)
+		e.closeFlow(idx)
+		return -1, err
+	}
+	f.Fd = fd
+	return idx, nil
+}
+
 // hostSocket opens flow idx's host socket as s describes it, connects it
 // to f.HostAddr port f.DstPort (a TCP connect may still be in progress)
 // and registers it with epoll: edge-triggered for TCP (tcp.go says why),

@@ -205,3 +205,44 @@ func TestHostSocketError(t *testing.T) {
 		}
 	}
 }
+
+// TestTCPOpenFailure: a SYN whose host socket fails is answered with a
+// reset, unless the process or the system is out of descriptors, a
+// shortage of a moment: then the namespace's stack sends the SYN again.
+func TestTCPOpenFailure(t *testing.T) {
+	for _, tc := range []struct {
+		call  string
+		err   unix.Errno
+		reset bool
+	}{
+		{"socket", unix.EMFILE, false},
+		{"socket", unix.ENFILE, false},
+		{"socket", unix.EACCES, true},
+		{"bindToDevice", unix.ENODEV, true},
+		{"connect", unix.ENETUNREACH, true},
+	} {
+		t.Run(tc.call+" "+tc.err.Error(), func(t *testing.T) {
+			l := &capLink{fakeLink: newFakeLink(t)}
+			e, err := New(l, testParams(), Options{OutboundIf4: "eth4"})
+			if err != nil {
+				t.Fatalf("New: %v", err)
+			}
+			t.Cleanup(func() { e.Close() })
+			e.sys = &callSys{fakeSys: newFakeSys(), fail: map[string]unix.Errno{tc.call: tc.err}}
+			src, dst := netip.AddrPortFrom(ns4, 40000), netip.AddrPortFrom(ext, 80)
+			e.updateClock()
+			e.handleFrames([][]byte{tcpSegment(src, dst, 1, 0, header.TCPFlagSYN, nil)})
+			e.flush()
+			e.reap()
+			resets := 0
+			for _, b := range l.out {
+				if p, th := tcpOf(t, b); p.dst == ns4 && th.Flags() == header.TCPFlagRST|header.TCPFlagACK && th.Ack() == 2 {
+					resets++
+				}
+			}
+			if want := map[bool]int{false: 0, true: 1}[tc.reset]; resets != want || e.FlowCount() != 0 {
+				t.Errorf("got %d resets and %d flows, want %d and 0", resets, e.FlowCount(), want)
+			}
+		})
+	}
+}

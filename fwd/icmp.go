@@ -41,37 +41,26 @@ func newICMP(e *Engine) *icmpTr {
 
 func (c *icmpTr) open(e *Engine, p *packet) int32 {
 	hostDst := e.nat.FromTap(p.dst, 0, false)
-	if hostDst.Is6() && hostDst.IsLinkLocalUnicast() {
-		e.drop(DropDestination)
-		return -1
-	}
-	idx := e.newFlow(p, protoICMP)
-	if idx < 0 {
-		return -1
-	}
-	f := e.flow(idx)
-	f.HostAddr = hostDst
 	proto := unix.IPPROTO_ICMP
 	if p.v6 {
 		proto = unix.IPPROTO_ICMPV6
 	}
-	fd, err := e.hostSocket(idx, hostSock{typ: unix.SOCK_DGRAM, proto: proto, port: p.sport})
-	if err != nil {
-		e.drop(DropHostSocket)
-		if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
+	idx, err := e.openFlow(p, protoICMP, hostDst, hostSock{typ: unix.SOCK_DGRAM, proto: proto, port: p.sport})
+	if idx < 0 {
+		switch {
+		case err == nil:
+		case errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM):
 			if !e.warned.ping {
 				e.warned.ping = true
 				e.log.Warn("ping sockets not permitted: echo requests from the namespace are dropped; "+
 					"allow this user's group in /proc/sys/net/ipv4/ping_group_range", "err", err)
 			}
-		} else if e.debug {
+		case e.debug:
 			e.log.Debug("icmp: no host socket", "dst", hostDst, "err", err)
 		}
-		e.closeFlow(idx)
 		return -1
 	}
-	f.Fd = fd
-	f.Deadline = e.now + icmpTimeout
+	e.flow(idx).Deadline = e.now + icmpTimeout
 	return idx
 }
 

@@ -223,22 +223,9 @@ func (t *tcpTr) open(e *Engine, p *packet) int32 {
 		return -1
 	}
 	hostDst := e.nat.FromTap(p.dst, p.dport, true)
-	if hostDst.Is6() && hostDst.IsLinkLocalUnicast() {
-		e.drop(DropDestination)
-		t.resetFor(e, p, th)
-		return -1
-	}
-	idx := e.newFlow(p, protoTCP)
+	idx, err := e.openFlow(p, protoTCP, hostDst, hostSock{typ: unix.SOCK_STREAM, tcp: t})
 	if idx < 0 {
-		t.resetFor(e, p, th)
-		return -1
-	}
-	f := e.flow(idx)
-	f.HostAddr = hostDst
-	fd, err := e.hostSocket(idx, hostSock{typ: unix.SOCK_STREAM, tcp: t})
-	if err != nil {
-		e.drop(DropHostSocket)
-		if e.debug {
+		if err != nil && e.debug {
 			e.log.Debug("tcp: no host socket", "dst", hostDst, "port", p.dport, "err", err)
 		}
 		if !descriptorsExhausted(err) {
@@ -247,10 +234,9 @@ func (t *tcpTr) open(e *Engine, p *packet) int32 {
 			// stack sends its SYN again. Anything else refuses.
 			t.resetFor(e, p, th)
 		}
-		e.closeFlow(idx)
 		return -1
 	}
-	f.Fd = fd
+	f := e.flow(idx)
 
 	c := t.conn(idx)
 	*c = tcpConn{state: tcpConnecting, rto: tcpRTOInitial}

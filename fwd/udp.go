@@ -77,29 +77,14 @@ func newUDP(e *Engine) *udpTr {
 
 func (u *udpTr) open(e *Engine, p *packet) int32 {
 	hostDst := e.nat.FromTap(p.dst, p.dport, true)
-	if hostDst.Is6() && hostDst.IsLinkLocalUnicast() {
-		// A link-local destination the NAT did not map has no scope
-		// on the host side.
-		e.drop(DropDestination)
-		return -1
-	}
-	idx := e.newFlow(p, protoUDP)
+	idx, err := e.openFlow(p, protoUDP, hostDst, hostSock{typ: unix.SOCK_DGRAM, port: p.sport})
 	if idx < 0 {
-		return -1
-	}
-	f := e.flow(idx)
-	f.HostAddr = hostDst
-	fd, err := e.hostSocket(idx, hostSock{typ: unix.SOCK_DGRAM, port: p.sport})
-	if err != nil {
-		e.drop(DropHostSocket)
-		if e.debug {
+		if err != nil && e.debug {
 			e.log.Debug("udp: no host socket", "dst", hostDst, "port", p.dport, "err", err)
 		}
-		e.closeFlow(idx)
 		return -1
 	}
-	f.Fd = fd
-	f.Deadline = e.now + udpTimeout
+	e.flow(idx).Deadline = e.now + udpTimeout
 	return idx
 }
 
