@@ -142,13 +142,13 @@ func (s *fakeSys) bind(int, unix.Sockaddr) error          { return nil }
 func (s *fakeSys) connect(int, unix.Sockaddr) error       { return nil }
 func (s *fakeSys) setsockoptInt(int, int, int, int) error { return nil }
 func (s *fakeSys) bindToDevice(int, string) error         { return nil }
-func (s *fakeSys) sendmmsg(fd int, m []mmsghdr) (int, error) {
+func (s *fakeSys) sendmmsg(fd int, m []unix.Mmsghdr) (int, error) {
 	for _, msg := range m {
 		s.sent += int(msg.Hdr.Iovlen)
 	}
 	return len(m), nil
 }
-func (s *fakeSys) recvmmsg(_ int, m []mmsghdr) (int, error) {
+func (s *fakeSys) recvmmsg(_ int, m []unix.Mmsghdr) (int, error) {
 	n := min(s.replies, len(m))
 	if n == 0 {
 		return 0, unix.EAGAIN

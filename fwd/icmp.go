@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gopasta/gopasta/internal/header"
+	"github.com/gopasta/gopasta/internal/sock"
 )
 
 // Echo flows last 60 s after the last request, as pasta.
@@ -21,8 +22,7 @@ const icmpTimeout = 60 * int64(1e9)
 // Ping sockets need the user's group in net.ipv4.ping_group_range; when
 // they are refused, the engine warns once and drops echo requests.
 type icmpTr struct {
-	msgs []mmsghdr
-	iov  []unix.Iovec
+	msgs *sock.RecvBatch
 	junk []byte
 	oob  []byte
 }
@@ -32,8 +32,7 @@ func newICMP(e *Engine) *icmpTr {
 	// requests out (frames), a recvmmsg's worth of replies in.
 	n := max(rxBatch, udpBatch)
 	return &icmpTr{
-		msgs: make([]mmsghdr, n),
-		iov:  make([]unix.Iovec, n),
+		msgs: sock.NewRecvBatch(n, false),
 		junk: make([]byte, 1280),
 		oob:  make([]byte, 512),
 	}
@@ -81,13 +80,11 @@ func (c *icmpTr) frames(e *Engine, idx int32, pkts []*packet) {
 			e.drop(DropBadChecksum)
 			continue
 		}
-		c.iov[n].Base = &msg[0]
-		c.iov[n].SetLen(len(msg))
-		c.msgs[n].Hdr = unix.Msghdr{Iov: &c.iov[n], Iovlen: 1}
+		c.msgs.Set(n, msg)
 		n++
 	}
 	if n > 0 {
-		m, err := e.sys.sendmmsg(f.Fd, c.msgs[:n])
+		m, err := e.sys.sendmmsg(f.Fd, c.msgs.Msgs[:n])
 		if err != nil {
 			m = 0
 		}
@@ -116,11 +113,9 @@ func (c *icmpTr) sockEvent(e *Engine, idx int32, events uint32) {
 	off := l4Offset(f.v6)
 	bs := e.txBufs(udpBatch)
 	for i, b := range bs {
-		c.iov[i].Base = &b[off]
-		c.iov[i].SetLen(e.frameMax - off)
-		c.msgs[i].Hdr = unix.Msghdr{Iov: &c.iov[i], Iovlen: 1}
+		c.msgs.Set(i, b[off:])
 	}
-	n, err := e.sys.recvmmsg(f.Fd, c.msgs[:len(bs)])
+	n, err := e.sys.recvmmsg(f.Fd, c.msgs.Msgs[:len(bs)])
 	if err != nil {
 		return
 	}
@@ -130,8 +125,8 @@ func (c *icmpTr) sockEvent(e *Engine, idx int32, events uint32) {
 	}
 	w := 0
 	for i := range n {
-		ln := int(c.msgs[i].Len)
-		if c.msgs[i].Hdr.Flags&unix.MSG_TRUNC != 0 {
+		ln := int(c.msgs.Msgs[i].Len)
+		if c.msgs.Msgs[i].Hdr.Flags&unix.MSG_TRUNC != 0 {
 			e.drop(DropTooBig)
 			continue
 		}

@@ -54,24 +54,22 @@ func (e *Engine) udpActivity(f *Flow, fromNS bool) {
 // address/port), each with a connected host socket, so the kernel does the
 // demultiplexing of replies and ICMP errors arrive on the right socket.
 type udpTr struct {
-	send     *sock.GSOBatch
-	sendIov  []unix.Iovec // one per datagram, in order; a message takes a run
-	recvMsgs []mmsghdr
-	recvIov  []unix.Iovec
-	errBuf   []byte
-	oob      []byte
+	send    *sock.GSOBatch
+	sendIov []unix.Iovec // one per datagram, in order; a message takes a run
+	recv    *sock.RecvBatch
+	errBuf  []byte
+	oob     []byte
 }
 
 func newUDP(e *Engine) *udpTr {
 	return &udpTr{
 		// frames gets at most one link read's worth of one flow's
 		// datagrams: size the send side by the read batch, not udpBatch.
-		send:     sock.NewGSOBatch(rxBatch),
-		sendIov:  make([]unix.Iovec, rxBatch),
-		recvMsgs: make([]mmsghdr, udpBatch),
-		recvIov:  make([]unix.Iovec, udpBatch),
-		errBuf:   make([]byte, 1280),
-		oob:      make([]byte, 512),
+		send:    sock.NewGSOBatch(rxBatch),
+		sendIov: make([]unix.Iovec, rxBatch),
+		recv:    sock.NewRecvBatch(udpBatch, false),
+		errBuf:  make([]byte, 1280),
+		oob:     make([]byte, 512),
 	}
 }
 
@@ -189,22 +187,20 @@ func (u *udpTr) receive(e *Engine, idx int32) {
 	maxPay := e.udpMaxPayload(f.v6)
 	bs := e.txBufs(udpBurst(int(f.udpLast)))
 	for i, b := range bs {
-		u.recvIov[i].Base = &b[off]
-		u.recvIov[i].SetLen(maxPay)
-		u.recvMsgs[i].Hdr = unix.Msghdr{Iov: &u.recvIov[i], Iovlen: 1}
+		u.recv.Set(i, b[off:off+maxPay])
 	}
-	n, err := e.sys.recvmmsg(f.Fd, u.recvMsgs[:len(bs)])
+	n, err := e.sys.recvmmsg(f.Fd, u.recv.Msgs[:len(bs)])
 	if err != nil || n == 0 {
 		return // EAGAIN, or a pending error that EPOLLERR reports
 	}
 	w, last := 0, uint32(0)
 	for i := range n {
-		last = max(last, u.recvMsgs[i].Len)
-		if u.recvMsgs[i].Hdr.Flags&unix.MSG_TRUNC != 0 {
+		last = max(last, u.recv.Msgs[i].Len)
+		if u.recv.Msgs[i].Hdr.Flags&unix.MSG_TRUNC != 0 {
 			e.drop(DropTooBig)
 			continue
 		}
-		fl, m := e.udpFrame(bs[i], f, int(u.recvMsgs[i].Len))
+		fl, m := e.udpFrame(bs[i], f, int(u.recv.Msgs[i].Len))
 		e.txCommitFrom(bs, i, w, fl, m)
 		w++
 	}

@@ -3,7 +3,6 @@ package fwd
 import (
 	"net/netip"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -107,17 +106,9 @@ func (e *Engine) udpListenerBatch(l *listener) (n, asked int, created bool) {
 	maxPay := e.udpMaxPayload(l.V6)
 	bs := e.txBufs(udpBurst(int(l.udpLast)))
 	for i, b := range bs {
-		t.iov[i].Base = &b[off]
-		t.iov[i].SetLen(maxPay)
-		t.msgs[i].Hdr = unix.Msghdr{
-			Name:    (*byte)(unsafe.Pointer(&t.names[i])),
-			Namelen: uint32(unsafe.Sizeof(t.names[i])),
-			Iov:     &t.iov[i], Iovlen: 1,
-			Control: &t.ctl[i][0],
-		}
-		t.msgs[i].Hdr.SetControllen(len(t.ctl[i]))
+		t.recv.SetFrom(i, b[off:off+maxPay])
 	}
-	n, err := e.sys.recvmmsg(l.Fd, t.msgs[:len(bs)])
+	n, err := e.sys.recvmmsg(l.Fd, t.recv.Msgs[:len(bs)])
 	if err != nil || n == 0 {
 		return 0, len(bs), false
 	}
@@ -125,15 +116,15 @@ func (e *Engine) udpListenerBatch(l *listener) (n, asked int, created bool) {
 	w := 0
 	l.udpLast = 0
 	for i := range n {
-		m := &t.msgs[i]
+		m := &t.recv.Msgs[i]
 		l.udpLast = max(l.udpLast, m.Len)
 		if m.Hdr.Flags&unix.MSG_TRUNC != 0 {
 			e.drop(DropTooBig)
 			continue
 		}
 		ln := int(m.Len)
-		peer := sock.AddrPortOf(&t.names[i])
-		local := netip.AddrPortFrom(sock.PktDst(t.ctl[i][:m.Hdr.Controllen], l.Local.Addr()), l.Local.Port())
+		peer := t.recv.From(i)
+		local := netip.AddrPortFrom(t.recv.To(i, l.Local.Addr()), l.Local.Port())
 		if t.canSplice(l, peer.Addr()) {
 			created = e.spliceDatagram(l, local, peer, bs[i][off:off+ln]) || created
 			continue
