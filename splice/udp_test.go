@@ -414,7 +414,7 @@ func TestUDPLateClose(t *testing.T) {
 func TestUDPFullSendBuffer(t *testing.T) {
 	ns := newNSThread(t)
 	var tid int
-	ns.do(func() { tid = unix.Gettid() })
+	ns.Do(func() { tid = unix.Gettid() })
 	tc := exec.Command("nsenter", fmt.Sprintf("--net=/proc/%d/task/%d/ns/net", os.Getpid(), tid),
 		"tc", "qdisc", "add", "dev", "lo", "root", "tbf", "rate", "20mbit", "burst", "4k", "limit", "4m")
 	if out, err := tc.CombinedOutput(); err != nil {
@@ -423,7 +423,7 @@ func TestUDPFullSendBuffer(t *testing.T) {
 	var client, srv *net.UDPConn
 	var a, b int
 	var err error
-	ns.do(func() {
+	ns.Do(func() {
 		lo := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)}
 		if client, err = net.ListenUDP("udp", lo); err != nil {
 			return
