@@ -178,19 +178,38 @@ func udpBurst(last int) int {
 	return sock.Burst(udpBatch, last)
 }
 
-// receive turns one recvmmsg batch of host datagrams into frames, received
-// straight into the transmit buffers behind room for the headers.
+// udpRecv reads one recvmmsg batch of datagrams from host socket fd, of
+// family v6, into r: at most udpBurst(last) of them (last: the largest
+// datagram of fd's previous batch), each received straight into a transmit
+// buffer at l4Offset+UDPMinimumSize, behind room for the headers, and cut
+// short (MSG_TRUNC) past udpMaxPayload. from asks for each datagram's
+// addresses (RecvBatch.SetFrom), which a listener needs. It returns the
+// buffers and how many datagrams came: none on EAGAIN or an error, which
+// a later event reports again.
+func (e *Engine) udpRecv(fd int, v6 bool, last uint32, r *sock.RecvBatch, from bool) (bs [][]byte, n int) {
+	off := l4Offset(v6) + header.UDPMinimumSize
+	maxPay := e.udpMaxPayload(v6)
+	bs = e.txBufs(udpBurst(int(last)))
+	for i, b := range bs {
+		if from {
+			r.SetFrom(i, b[off:off+maxPay])
+		} else {
+			r.Set(i, b[off:off+maxPay])
+		}
+	}
+	n, err := e.sys.recvmmsg(fd, r.Msgs[:len(bs)])
+	if err != nil {
+		return bs, 0
+	}
+	return bs, n
+}
+
+// receive turns one recvmmsg batch of host datagrams into frames (udpRecv).
 // Datagrams larger than udpMaxPayload are dropped and counted.
 func (u *udpTr) receive(e *Engine, idx int32) {
 	f := e.flow(idx)
-	off := l4Offset(f.v6) + header.UDPMinimumSize
-	maxPay := e.udpMaxPayload(f.v6)
-	bs := e.txBufs(udpBurst(int(f.udpLast)))
-	for i, b := range bs {
-		u.recv.Set(i, b[off:off+maxPay])
-	}
-	n, err := e.sys.recvmmsg(f.Fd, u.recv.Msgs[:len(bs)])
-	if err != nil || n == 0 {
+	bs, n := e.udpRecv(f.Fd, f.v6, f.udpLast, u.recv, false)
+	if n == 0 {
 		return // EAGAIN, or a pending error that EPOLLERR reports
 	}
 	w, last := 0, uint32(0)

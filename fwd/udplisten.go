@@ -97,21 +97,16 @@ func (e *Engine) handedOver(l *listener, local, peer netip.AddrPort) {
 	l.handed[handedKey{local, peer}] = e.now + spliceLateWindow
 }
 
-// udpListenerBatch moves one recvmmsg batch from a UDP listener: how many
-// datagrams it read, of how many it asked for, and whether a loopback peer
-// got its own socket.
+// udpListenerBatch moves one recvmmsg batch from a UDP listener (udpRecv):
+// how many datagrams it read, of how many it asked for, and whether a
+// loopback peer got its own socket.
 func (e *Engine) udpListenerBatch(l *listener) (n, asked int, created bool) {
 	t := &e.lst
-	off := l4Offset(l.V6) + header.UDPMinimumSize
-	maxPay := e.udpMaxPayload(l.V6)
-	bs := e.txBufs(udpBurst(int(l.udpLast)))
-	for i, b := range bs {
-		t.recv.SetFrom(i, b[off:off+maxPay])
-	}
-	n, err := e.sys.recvmmsg(l.Fd, t.recv.Msgs[:len(bs)])
-	if err != nil || n == 0 {
+	bs, n := e.udpRecv(l.Fd, l.V6, l.udpLast, t.recv, true)
+	if n == 0 {
 		return 0, len(bs), false
 	}
+	off := l4Offset(l.V6) + header.UDPMinimumSize
 	to, toOK := target(l)
 	w := 0
 	l.udpLast = 0
