@@ -107,6 +107,12 @@ func TestDiscoverTemplate(t *testing.T) {
 	}
 	hostRoutes4 := []string{"0.0.0.0/0 via 192.0.2.254", "192.0.2.0/24", "198.51.100.0/24 via 192.0.2.253"}
 	hostRoutes6 := []string{"2001:db8::/64", "::/0 via 2001:db8::fe"}
+	sideOnly := want{ // the template of the side interface, which has no default route
+		if4: sideIf, if6: sideIf,
+		addrs4: pfx(sideAddr), addrs6: pfx("2001:db8:1::1/64"),
+		routes4: []string{"203.0.113.0/24"}, routes6: []string{"2001:db8:1::/64"},
+		mtu: 1500,
+	}
 	for _, tc := range []struct {
 		name  string
 		setup func(t *testing.T)
@@ -141,12 +147,7 @@ func TestDiscoverTemplate(t *testing.T) {
 			name:  "-i forces an interface without default route",
 			setup: func(t *testing.T) { tmplHost(t); tmplSide(t) },
 			opts:  ns.TemplateOptions{Interface: sideIf},
-			want: want{
-				if4: sideIf, if6: sideIf,
-				addrs4: pfx(sideAddr), addrs6: pfx("2001:db8:1::1/64"),
-				routes4: []string{"203.0.113.0/24"}, routes6: []string{"2001:db8:1::/64"},
-				mtu: 1500,
-			},
+			want:  sideOnly,
 		},
 		{
 			name:  "--outbound-if4 picks the IPv4 template only",
@@ -163,12 +164,7 @@ func TestDiscoverTemplate(t *testing.T) {
 		{
 			name:  "only non-default routes",
 			setup: tmplSide,
-			want: want{
-				if4: sideIf, if6: sideIf,
-				addrs4: pfx(sideAddr), addrs6: pfx("2001:db8:1::1/64"),
-				routes4: []string{"203.0.113.0/24"}, routes6: []string{"2001:db8:1::/64"},
-				mtu: 1500,
-			},
+			want:  sideOnly,
 		},
 		{
 			name:  "no routes: local mode",

@@ -79,9 +79,36 @@ func TestWaitReadable(t *testing.T) {
 	if d := time.Since(start); d < 50*time.Millisecond || d > 5*time.Second {
 		t.Errorf("empty pipe: waited %v, want 50ms", d)
 	}
+	if err := WaitReadable(p[0], 0); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("empty pipe, no wait: got %v, want a deadline error", err)
+	}
 	unix.Write(p[1], []byte("x"))
 	if err := WaitReadable(p[0], time.Second); err != nil {
 		t.Errorf("pipe with a byte: got %v, want nil", err)
+	}
+	if err := WaitReadable(p[0], 0); err != nil {
+		t.Errorf("pipe with a byte, no wait: got %v, want nil", err)
+	}
+}
+
+// TestReadDatagrams: every datagram queued, in order, and none when none
+// comes within the first wait.
+func TestReadDatagrams(t *testing.T) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fds[0])
+	defer unix.Close(fds[1])
+	if got := ReadDatagrams(t, fds[0], 20*time.Millisecond, 0); len(got) != 0 {
+		t.Errorf("nothing sent: got %q", got)
+	}
+	for _, d := range []string{"one", "", "three"} {
+		unix.Write(fds[1], []byte(d))
+	}
+	got := ReadDatagrams(t, fds[0], time.Second, 0)
+	if len(got) != 3 || string(got[0]) != "one" || len(got[1]) != 0 || string(got[2]) != "three" {
+		t.Errorf("got %q, want [one  three]", got)
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gopasta/gopasta/internal/nstest"
 )
 
 // udpPair is an unconnected UDP socket on addr that reports each
@@ -25,18 +27,7 @@ func udpPair(t *testing.T, addr netip.Addr) (recv int, to netip.AddrPort, send *
 	if err := RecvPktInfo(fd, v6); err != nil {
 		t.Fatalf("RecvPktInfo: %v", err)
 	}
-	sa, err := unix.Getsockname(fd)
-	if err != nil {
-		t.Fatalf("getsockname: %v", err)
-	}
-	var port int
-	switch sa := sa.(type) {
-	case *unix.SockaddrInet4:
-		port = sa.Port
-	case *unix.SockaddrInet6:
-		port = sa.Port
-	}
-	to = netip.AddrPortFrom(addr, uint16(port))
+	to = nstest.LocalAddr(t, fd)
 	send, err = net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(to))
 	if err != nil {
 		t.Fatalf("dial %v: %v", to, err)
