@@ -169,3 +169,23 @@ func TestUDPFrame(t *testing.T) {
 		}
 	}
 }
+
+// TestReadFlow: the datagrams of one sender, in order, and that sender.
+func TestReadFlow(t *testing.T) {
+	srv, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	c, err := net.DialUDP("udp", nil, srv.LocalAddr().(*net.UDPAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, d := range []string{"a", "", "b"} {
+		c.Write([]byte(d))
+	}
+	if got, want := ReadFlow(t, srv, "a", "", "b"), c.LocalAddr().(*net.UDPAddr).AddrPort(); got != want {
+		t.Errorf("got source %v, want %v", got, want)
+	}
+}

@@ -1,10 +1,12 @@
 package nstest
 
-// Waits for descriptors, bounded.
+// Waits for descriptors and what they bring, bounded.
 
 import (
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
 	"os"
 	"testing"
 	"time"
@@ -58,4 +60,25 @@ func ReadDatagrams(tb testing.TB, fd int, first, next time.Duration) [][]byte {
 		}
 		out = append(out, append([]byte(nil), buf[:n]...))
 	}
+}
+
+// ReadFlow reads the datagrams want from c, in that order, waiting up to
+// 5 s for them in all, and fails tb unless one source sent them all (a
+// flow's socket); it returns that source.
+func ReadFlow(tb testing.TB, c *net.UDPConn, want ...string) netip.AddrPort {
+	tb.Helper()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 65536)
+	var from netip.AddrPort
+	for i, w := range want {
+		n, addr, err := c.ReadFromUDPAddrPort(buf)
+		if err != nil || string(buf[:n]) != w {
+			tb.Fatalf("datagram %d: got %q, %v; want %q", i, buf[:n], err, w)
+		}
+		if i > 0 && addr != from {
+			tb.Fatalf("datagram %d: from %v, want %v (the flow's socket)", i, addr, from)
+		}
+		from = addr
+	}
+	return from
 }
