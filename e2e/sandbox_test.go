@@ -589,15 +589,7 @@ func TestSandboxLogRotation(t *testing.T) {
 // TestSandbox while 10 MiB go each way through vhost-net.
 func TestVhostSandbox(t *testing.T) {
 	forGuestUsers(t, func(t *testing.T, u guestUser, h *guestHost) {
-		dir, err := os.MkdirTemp("", "gopasta-sandbox-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { os.RemoveAll(dir) })
-		if err := os.Chmod(dir, 0o777); err != nil {
-			t.Fatal(err)
-		}
-		pidFile := filepath.Join(dir, "gopasta.pid")
+		pidFile := filepath.Join(nstest.TempDir(t), "gopasta.pid")
 		cmds := putGet(h.tcp.Addr().String())
 		// The command lingers after the transfers so that the
 		// process can be read while it still runs.
@@ -607,7 +599,7 @@ func TestVhostSandbox(t *testing.T) {
 			done <- guestGopasta(t, u, []string{"--vhost=on", "--config-net", "-P", pidFile}, []string{"sh", "-c", script})
 		}()
 		var pid int
-		err = nstest.WaitFor(60*time.Second, func() (err error) { pid, err = nstest.ReadPIDFile(pidFile); return err })
+		err := nstest.WaitFor(60*time.Second, func() (err error) { pid, err = nstest.ReadPIDFile(pidFile); return err })
 		if err != nil {
 			t.Fatalf("pid file: %v", err)
 		}

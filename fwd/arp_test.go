@@ -2,24 +2,20 @@ package fwd
 
 import (
 	"bytes"
-	"net"
 	"net/netip"
 	"testing"
 
 	"github.com/gopasta/gopasta/internal/header"
 )
 
-var (
-	testNSMAC  = []byte{0x02, 0x11, 0x22, 0x33, 0x44, 0x55}
-	testOurMAC = net.HardwareAddr{0x9a, 0x55, 0x9a, 0x55, 0x9a, 0x55}
-)
+var testNSMAC = []byte{0x02, 0x11, 0x22, 0x33, 0x44, 0x55}
 
 // respParams is a namespace set up the way pasta would: documentation
 // addresses, a gateway on the link, DNS and search domains for both
 // families.
 func respParams() *NetParams {
 	return &NetParams{
-		OurMAC: testOurMAC, MTU: 1500,
+		OurMAC: ourMAC, MTU: 1500,
 		Addr4: netip.MustParseAddr("192.0.2.10"), Prefix4: 24, Gateway4: netip.MustParseAddr("192.0.2.1"),
 		Addr6: netip.MustParseAddr("2001:db8:1:2::10"), Prefix6: 64, Gateway6: netip.MustParseAddr("fe80::1"),
 		OurLL6:   netip.MustParseAddr("fe80::1"),
@@ -68,12 +64,12 @@ func TestARPReply(t *testing.T) {
 		switch {
 		case !eth.IsValid() || eth.Type() != header.EtherTypeARP:
 			t.Errorf("%s: ethertype %#x, want ARP", tt.name, eth.Type())
-		case !bytes.Equal(eth.Dst(), testNSMAC) || !bytes.Equal(eth.Src(), testOurMAC):
-			t.Errorf("%s: ethernet dst %x src %x, want %x %x", tt.name, eth.Dst(), eth.Src(), testNSMAC, []byte(testOurMAC))
+		case !bytes.Equal(eth.Dst(), testNSMAC) || !bytes.Equal(eth.Src(), ourMAC):
+			t.Errorf("%s: ethernet dst %x src %x, want %x %x", tt.name, eth.Dst(), eth.Src(), testNSMAC, []byte(ourMAC))
 		case !a.IsValid() || a.Op() != header.ARPReply:
 			t.Errorf("%s: op %d, want reply", tt.name, a.Op())
-		case !bytes.Equal(a.SenderMAC(), testOurMAC) || a.SenderIP() != req.TargetIP():
-			t.Errorf("%s: sender %x %v, want %x %v", tt.name, a.SenderMAC(), a.SenderIP(), []byte(testOurMAC), req.TargetIP())
+		case !bytes.Equal(a.SenderMAC(), ourMAC) || a.SenderIP() != req.TargetIP():
+			t.Errorf("%s: sender %x %v, want %x %v", tt.name, a.SenderMAC(), a.SenderIP(), []byte(ourMAC), req.TargetIP())
 		case !bytes.Equal(a.TargetMAC(), testNSMAC) || a.TargetIP() != req.SenderIP():
 			t.Errorf("%s: target %x %v, want %x %v", tt.name, a.TargetMAC(), a.TargetIP(), testNSMAC, req.SenderIP())
 		}

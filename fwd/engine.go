@@ -166,11 +166,10 @@ type Engine struct {
 	timerAt       int64 // what the timerfd is armed for
 	nextRA        int64 // next unsolicited router advertisement (0: none scheduled yet)
 	closing       []int32
-	dgramMax      int                // the datagram flows' share of the table (evict.go)
-	evictHand     int                // where the next eviction's sample starts in the active list
-	batch         uint32             // batches of frames from the link handled (handleFrames)
-	sa4           unix.SockaddrInet4 // reused by sockaddr
-	sa6           unix.SockaddrInet6
+	dgramMax      int       // the datagram flows' share of the table (evict.go)
+	evictHand     int       // where the next eviction's sample starts in the active list
+	batch         uint32    // batches of frames from the link handled (handleFrames)
+	sa            sock.Addr // host sockets' bind and connect addresses, reused
 	running       atomic.Bool
 	closed        bool
 

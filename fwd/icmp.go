@@ -1,8 +1,5 @@
 package fwd
 
-// ICMP and ICMPv6 echo through unprivileged ping sockets, and the host's
-// ICMP errors passed on to the namespace.
-
 import (
 	"encoding/binary"
 	"errors"
@@ -12,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gopasta/gopasta/internal/header"
+	"github.com/gopasta/gopasta/internal/sock"
 )
 
 // Echo flows last 60 s after the last request, as pasta.
@@ -24,8 +22,7 @@ const icmpTimeout = 60 * int64(1e9)
 // Ping sockets need the user's group in net.ipv4.ping_group_range; when
 // they are refused, the engine warns once and drops echo requests.
 type icmpTr struct {
-	msgs []mmsghdr
-	iov  []unix.Iovec
+	msgs *sock.RecvBatch
 	junk []byte
 	oob  []byte
 }
@@ -35,8 +32,7 @@ func newICMP(e *Engine) *icmpTr {
 	// requests out (frames), a recvmmsg's worth of replies in.
 	n := max(rxBatch, udpBatch)
 	return &icmpTr{
-		msgs: make([]mmsghdr, n),
-		iov:  make([]unix.Iovec, n),
+		msgs: sock.NewRecvBatch(n, false),
 		junk: make([]byte, 1280),
 		oob:  make([]byte, 512),
 	}
@@ -44,38 +40,27 @@ func newICMP(e *Engine) *icmpTr {
 
 func (c *icmpTr) open(e *Engine, p *packet) int32 {
 	hostDst := e.nat.FromTap(p.dst, 0, false)
-	if hostDst.Is6() && hostDst.IsLinkLocalUnicast() {
-		e.drop(DropDestination)
-		return -1
-	}
-	idx := e.newFlow(p, protoICMP)
-	if idx < 0 {
-		return -1
-	}
-	f := e.flow(idx)
-	f.HostAddr = hostDst
 	proto := unix.IPPROTO_ICMP
 	if p.v6 {
 		proto = unix.IPPROTO_ICMPV6
 	}
-	fd, err := e.hostSocket(idx, unix.SOCK_DGRAM, proto, p.sport)
-	if err != nil {
-		e.drop(DropHostSocket)
+	idx, err := e.openFlow(p, protoICMP, hostDst, hostSock{typ: unix.SOCK_DGRAM, proto: proto, port: p.sport})
+	if idx < 0 {
 		e.refused(protoICMP, err)
-		if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
+		switch {
+		case err == nil:
+		case errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM):
 			if !e.warned.ping {
 				e.warned.ping = true
 				e.log.Warn("ping sockets not permitted: echo requests from the namespace are dropped; "+
 					"allow this user's group in /proc/sys/net/ipv4/ping_group_range", "err", err)
 			}
-		} else if e.debug {
+		case e.debug:
 			e.log.Debug("icmp: no host socket", "dst", hostDst, "err", err)
 		}
-		e.closeFlow(idx)
 		return -1
 	}
-	f.Fd = fd
-	f.Deadline = e.now + icmpTimeout
+	e.flow(idx).Deadline = e.now + icmpTimeout
 	return idx
 }
 
@@ -96,13 +81,11 @@ func (c *icmpTr) frames(e *Engine, idx int32, pkts []*packet) {
 			e.drop(DropBadChecksum)
 			continue
 		}
-		c.iov[n].Base = &msg[0]
-		c.iov[n].SetLen(len(msg))
-		c.msgs[n].Hdr = unix.Msghdr{Iov: &c.iov[n], Iovlen: 1}
+		c.msgs.Set(n, msg)
 		n++
 	}
 	if n > 0 {
-		m, err := e.sys.sendmmsg(f.Fd, c.msgs[:n])
+		m, err := e.sys.sendmmsg(f.Fd, c.msgs.Msgs[:n])
 		if err != nil {
 			m = 0
 		}
@@ -131,11 +114,9 @@ func (c *icmpTr) sockEvent(e *Engine, idx int32, events uint32) {
 	off := l4Offset(f.v6)
 	bs := e.txBufs(udpBatch)
 	for i, b := range bs {
-		c.iov[i].Base = &b[off]
-		c.iov[i].SetLen(e.frameMax - off)
-		c.msgs[i].Hdr = unix.Msghdr{Iov: &c.iov[i], Iovlen: 1}
+		c.msgs.Set(i, b[off:])
 	}
-	n, err := e.sys.recvmmsg(f.Fd, c.msgs[:len(bs)])
+	n, err := e.sys.recvmmsg(f.Fd, c.msgs.Msgs[:len(bs)])
 	if err != nil {
 		return
 	}
@@ -145,8 +126,8 @@ func (c *icmpTr) sockEvent(e *Engine, idx int32, events uint32) {
 	}
 	w := 0
 	for i := range n {
-		ln := int(c.msgs[i].Len)
-		if c.msgs[i].Hdr.Flags&unix.MSG_TRUNC != 0 {
+		ln := int(c.msgs.Msgs[i].Len)
+		if c.msgs.Msgs[i].Hdr.Flags&unix.MSG_TRUNC != 0 {
 			e.drop(DropTooBig)
 			continue
 		}

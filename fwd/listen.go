@@ -126,12 +126,8 @@ type listenTable struct {
 	acc  sock.Acceptor
 
 	// UDP listener batch scratch.
-	msgs  []mmsghdr
-	iov   []unix.Iovec
-	names []unix.RawSockaddrAny
-	ctl   [][64]byte // IP_PKTINFO / IPV6_PKTINFO
-	peers []netip.AddrPort
-	hand  []SpliceConn
+	recv *sock.RecvBatch // with each datagram's addresses
+	hand []SpliceConn
 }
 
 // ListenerID names a listener for RemoveListener: its slot and, so that a
@@ -175,12 +171,8 @@ func (e *Engine) AddListener(l Listener) (ListenerID, error) {
 		unix.Close(l.Fd)
 		return 0, errors.New("fwd: engine closed")
 	}
-	if t.msgs == nil {
-		t.msgs = make([]mmsghdr, udpBatch)
-		t.iov = make([]unix.Iovec, udpBatch)
-		t.names = make([]unix.RawSockaddrAny, udpBatch)
-		t.ctl = make([][64]byte, udpBatch)
-		t.peers = make([]netip.AddrPort, udpBatch)
+	if t.recv == nil {
+		t.recv = sock.NewRecvBatch(udpBatch, true)
 		t.hand = make([]SpliceConn, 0, udpBatch)
 	}
 	slot, old := t.ls.Take()

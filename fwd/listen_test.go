@@ -44,7 +44,7 @@ func listenFd(t *testing.T, udp bool) (int, uint16) {
 // tcpSegment builds a segment from the namespace.
 func tcpSegment(src, dst netip.AddrPort, seq, ack uint32, flags uint8, payload []byte) []byte {
 	l4len := header.TCPMinimumSize + len(payload)
-	return ipFrame(src.Addr().Is6(), header.ProtocolTCP, src.Addr(), dst.Addr(), l4len, func(l4 []byte, ps uint16) {
+	return ipFrame(header.ProtocolTCP, src.Addr(), dst.Addr(), l4len, func(l4 []byte, ps uint16) {
 		th := header.TCP(l4)
 		th.Encode(&header.TCPFields{SrcPort: src.Port(), DstPort: dst.Port(), Seq: seq, Ack: ack,
 			DataOffset: header.TCPMinimumSize, Flags: flags, Window: 65535})

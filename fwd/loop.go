@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gopasta/gopasta/internal/sock"
 )
 
 // Epoll tags: Fd carries a flow index (>= 0) or one of these, Pad the
@@ -301,8 +303,8 @@ type sysOps interface {
 	connect(fd int, sa unix.Sockaddr) error
 	setsockoptInt(fd, level, opt, val int) error
 	bindToDevice(fd int, ifname string) error
-	sendmmsg(fd int, msgs []mmsghdr) (int, error)
-	recvmmsg(fd int, msgs []mmsghdr) (int, error)
+	sendmmsg(fd int, msgs []unix.Mmsghdr) (int, error)
+	recvmmsg(fd int, msgs []unix.Mmsghdr) (int, error)
 	recvmsg(fd int, p, oob []byte, flags int) (n, oobn, rflags int, err error)
 	close(fd int) error
 	// watch registers fd with epoll for flow idx of generation gen.
@@ -342,11 +344,11 @@ func (k *kernelSys) setsockoptInt(fd, l, o, v int) error    { return unix.Setsoc
 func (k *kernelSys) bindToDevice(fd int, ifname string) error {
 	return unix.BindToDevice(fd, ifname)
 }
-func (k *kernelSys) sendmmsg(fd int, m []mmsghdr) (int, error) {
-	return sendmmsg(fd, m, unix.MSG_DONTWAIT)
+func (k *kernelSys) sendmmsg(fd int, m []unix.Mmsghdr) (int, error) {
+	return sock.Mmsg(unix.SYS_SENDMMSG, fd, m, unix.MSG_DONTWAIT)
 }
-func (k *kernelSys) recvmmsg(fd int, m []mmsghdr) (int, error) {
-	return recvmmsg(fd, m, unix.MSG_DONTWAIT)
+func (k *kernelSys) recvmmsg(fd int, m []unix.Mmsghdr) (int, error) {
+	return sock.Mmsg(unix.SYS_RECVMMSG, fd, m, unix.MSG_DONTWAIT)
 }
 func (k *kernelSys) recvmsg(fd int, p, oob []byte, flags int) (int, int, int, error) {
 	n, oobn, rf, _, err := unix.Recvmsg(fd, p, oob, flags)

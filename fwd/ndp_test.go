@@ -43,8 +43,8 @@ func rsMessage(b []byte) int {
 func checkICMPv6Reply(t *testing.T, name string, fr []byte, wantDstMAC []byte) (header.IPv6, header.ICMPv6) {
 	t.Helper()
 	eth := header.Ethernet(fr)
-	if !eth.IsValid() || eth.Type() != header.EtherTypeIPv6 || !bytes.Equal(eth.Src(), testOurMAC) || !bytes.Equal(eth.Dst(), wantDstMAC) {
-		t.Fatalf("%s: ethernet type %#x src %x dst %x, want IPv6 from %x to %x", name, eth.Type(), eth.Src(), eth.Dst(), []byte(testOurMAC), wantDstMAC)
+	if !eth.IsValid() || eth.Type() != header.EtherTypeIPv6 || !bytes.Equal(eth.Src(), ourMAC) || !bytes.Equal(eth.Dst(), wantDstMAC) {
+		t.Fatalf("%s: ethernet type %#x src %x dst %x, want IPv6 from %x to %x", name, eth.Type(), eth.Src(), eth.Dst(), []byte(ourMAC), wantDstMAC)
 	}
 	ip := header.IPv6(eth.Payload())
 	if !ip.IsValid(len(ip)) || ip.NextHeader() != header.ProtocolICMPv6 || ip.HopLimit() != 255 || len(ip) != 40+int(ip.PayloadLength()) {
@@ -102,8 +102,8 @@ func TestNDPNeighborAdvert(t *testing.T) {
 		}
 		it := header.NDPOptionIter{Options: na.Options()}
 		typ, body, ok := it.Next()
-		if mac, _ := header.NDPLinkAddr(body); !ok || typ != header.NDPOptionTargetLinkAddr || !bytes.Equal(mac, testOurMAC) {
-			t.Errorf("%s: got option %d %x, want target link-layer address %x", tt.name, typ, body, []byte(testOurMAC))
+		if mac, _ := header.NDPLinkAddr(body); !ok || typ != header.NDPOptionTargetLinkAddr || !bytes.Equal(mac, ourMAC) {
+			t.Errorf("%s: got option %d %x, want target link-layer address %x", tt.name, typ, body, []byte(ourMAC))
 		}
 	}
 	noNDP := respParams()
@@ -126,8 +126,8 @@ func checkRA(t *testing.T, name string, p *NetParams, icmp header.ICMPv6) {
 		seen[typ] = true
 		switch typ {
 		case header.NDPOptionSourceLinkAddr:
-			if mac, ok := header.NDPLinkAddr(body); !ok || !bytes.Equal(mac, testOurMAC) {
-				t.Errorf("%s: source link-layer address %x, want %x", name, mac, []byte(testOurMAC))
+			if mac, ok := header.NDPLinkAddr(body); !ok || !bytes.Equal(mac, ourMAC) {
+				t.Errorf("%s: source link-layer address %x, want %x", name, mac, []byte(ourMAC))
 			}
 		case header.NDPOptionPrefixInfo:
 			pi := header.NDPPrefixInfo(body)

@@ -132,7 +132,7 @@ const (
 )
 
 // peekCapOf is what is known of SO_PEEK_OFF for f's host socket, by the
-// socket's family, which is its host address's: connectHost opens it by
+// socket's family, which is its host address's: hostSocket opens it by
 // that address, and an accepted socket's listener is IPv6-only.
 func (t *tcpTr) peekCapOf(f *Flow) *peekCap {
 	if f.HostAddr.Is6() {
@@ -223,23 +223,10 @@ func (t *tcpTr) open(e *Engine, p *packet) int32 {
 		return -1
 	}
 	hostDst := e.nat.FromTap(p.dst, p.dport, true)
-	if hostDst.Is6() && hostDst.IsLinkLocalUnicast() {
-		e.drop(DropDestination)
-		t.resetFor(e, p, th)
-		return -1
-	}
-	idx := e.newFlow(p, protoTCP)
-	if idx < 0 {
-		t.resetFor(e, p, th)
-		return -1
-	}
-	f := e.flow(idx)
-	f.HostAddr = hostDst
 	evicted := e.ctr.evicted.Load()
-	fd, err := t.connectHost(e, idx)
-	if err != nil {
-		e.drop(DropHostSocket)
-		if e.debug {
+	idx, err := e.openFlow(p, protoTCP, hostDst, hostSock{typ: unix.SOCK_STREAM, tcp: t})
+	if idx < 0 {
+		if err != nil && e.debug {
 			e.log.Debug("tcp: no host socket", "dst", hostDst, "port", p.dport, "err", err)
 		}
 		if !descriptorsExhausted(err) || e.ctr.evicted.Load() == evicted {
@@ -251,10 +238,9 @@ func (t *tcpTr) open(e *Engine, p *packet) int32 {
 			e.refused(protoTCP, err)
 			t.resetFor(e, p, th)
 		}
-		e.closeFlow(idx)
 		return -1
 	}
-	f.Fd = fd
+	f := e.flow(idx)
 
 	c := t.conn(idx)
 	*c = tcpConn{state: tcpConnecting, rto: tcpRTOInitial}
@@ -308,57 +294,6 @@ func (t *tcpTr) usePeekOff(e *Engine, fd int, f *Flow) error {
 		return e.sys.setsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PEEK_OFF, 0)
 	}
 	return nil
-}
-
-// connectHost opens the flow's host socket and starts connecting it.
-func (t *tcpTr) connectHost(e *Engine, idx int32) (fd int, err error) {
-	f := e.flow(idx)
-	v6 := f.HostAddr.Is6()
-	domain := unix.AF_INET
-	if v6 {
-		domain = unix.AF_INET6
-	}
-	if fd, err = e.sys.socket(domain, unix.SOCK_STREAM, 0); err != nil {
-		e.outOfDescriptors(err, idx)
-		return -1, err
-	}
-	defer func() {
-		if err != nil {
-			e.sys.close(fd)
-			fd = -1
-		}
-	}()
-	if err = t.usePeekOff(e, fd, f); err != nil {
-		return fd, err
-	}
-	// The namespace's stack already coalesces small writes (Nagle);
-	// delaying them again here would only add latency.
-	e.sys.setsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
-	if v6 {
-		e.sys.setsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1)
-	}
-	if !f.HostAddr.IsLoopback() {
-		local, ifname := e.opts.Outbound4, e.opts.OutboundIf4
-		if v6 {
-			local, ifname = e.opts.Outbound6, e.opts.OutboundIf6
-		}
-		if ifname != "" {
-			if err = e.sys.bindToDevice(fd, ifname); err != nil {
-				return fd, err
-			}
-		}
-		if local.IsValid() {
-			if err = e.sys.bind(fd, e.sockaddr(local, 0, v6)); err != nil {
-				return fd, err
-			}
-		}
-	}
-	err = e.sys.connect(fd, e.sockaddr(f.HostAddr, f.DstPort, v6))
-	if err != nil && !errors.Is(err, unix.EINPROGRESS) {
-		return fd, err
-	}
-	err = e.sys.watch(fd, idx, f.gen, unix.EPOLLIN|unix.EPOLLOUT|unix.EPOLLRDHUP|unix.EPOLLET)
-	return fd, err
 }
 
 // frames handles this cycle's segments of one flow from the namespace.
@@ -1167,7 +1102,7 @@ var (
 // host socket accepted on a forwarded port: peer is the address the
 // namespace sees it from (after NAT), to the namespace's address and port.
 // The engine owns fd from the call on; on error it has been closed with a
-// reset, so the host peer learns at once. Runs on the engine's loop.
+// reset, so the host peer learns at once. Runs on the engine's thread.
 func (e *Engine) tcpFromHost(fd int, peer, to netip.AddrPort) error {
 	t, _ := e.tr[protoTCP].(*tcpTr)
 	if t == nil {

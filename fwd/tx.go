@@ -5,11 +5,8 @@ package fwd
 
 import (
 	"net/netip"
-	"unsafe"
 
 	"github.com/gopasta/gopasta/internal/header"
-
-	"golang.org/x/sys/unix"
 )
 
 // txFrames is how many frames the engine queues toward the namespace before
@@ -146,28 +143,6 @@ func (e *Engine) flush() {
 		e.drop(DropLinkFull)
 	}
 	e.tx.out = e.tx.out[:0]
-}
-
-// mmsghdr is struct mmsghdr, as x/sys/unix declares it for each ABI; the
-// sending half of a UDP batch comes from sock.GSOBatch in that type.
-type mmsghdr = unix.Mmsghdr
-
-func sendmmsg(fd int, msgs []mmsghdr, flags int) (int, error) {
-	n, _, errno := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(fd),
-		uintptr(unsafe.Pointer(&msgs[0])), uintptr(len(msgs)), uintptr(flags), 0, 0)
-	if errno != 0 {
-		return 0, errno
-	}
-	return int(n), nil
-}
-
-func recvmmsg(fd int, msgs []mmsghdr, flags int) (int, error) {
-	n, _, errno := unix.Syscall6(unix.SYS_RECVMMSG, uintptr(fd),
-		uintptr(unsafe.Pointer(&msgs[0])), uintptr(len(msgs)), uintptr(flags), 0, 0)
-	if errno != 0 {
-		return 0, errno
-	}
-	return int(n), nil
 }
 
 // IP header fields of the frames the engine builds. TTL/hop limit 255 as

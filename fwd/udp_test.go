@@ -184,7 +184,7 @@ type recvRecorder struct {
 	holdFd int
 }
 
-func (r *recvRecorder) recvmmsg(fd int, m []mmsghdr) (int, error) {
+func (r *recvRecorder) recvmmsg(fd int, m []unix.Mmsghdr) (int, error) {
 	r.mu.Lock()
 	h := r.hold
 	if h != nil && fd == r.holdFd {
@@ -330,7 +330,7 @@ type sendRecorder struct {
 	msgs   []string
 }
 
-func (r *sendRecorder) sendmmsg(fd int, m []mmsghdr) (int, error) {
+func (r *sendRecorder) sendmmsg(fd int, m []unix.Mmsghdr) (int, error) {
 	if r.refuse != nil && m[0].Hdr.Controllen != 0 {
 		return 0, r.refuse
 	}

@@ -3,7 +3,6 @@ package fwd
 import (
 	"net/netip"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -98,42 +97,29 @@ func (e *Engine) handedOver(l *listener, local, peer netip.AddrPort) {
 	l.handed[handedKey{local, peer}] = e.now + spliceLateWindow
 }
 
-// udpListenerBatch moves one recvmmsg batch from a UDP listener: how many
-// datagrams it read, of how many it asked for, and whether a loopback peer
-// got its own socket.
+// udpListenerBatch moves one recvmmsg batch from a UDP listener (udpRecv):
+// how many datagrams it read, of how many it asked for, and whether a
+// loopback peer got its own socket.
 func (e *Engine) udpListenerBatch(l *listener) (n, asked int, created bool) {
 	t := &e.lst
-	off := l4Offset(l.V6) + header.UDPMinimumSize
-	maxPay := e.udpMaxPayload(l.V6)
-	bs := e.txBufs(udpBurst(int(l.udpLast)))
-	for i, b := range bs {
-		t.iov[i].Base = &b[off]
-		t.iov[i].SetLen(maxPay)
-		t.msgs[i].Hdr = unix.Msghdr{
-			Name:    (*byte)(unsafe.Pointer(&t.names[i])),
-			Namelen: uint32(unsafe.Sizeof(t.names[i])),
-			Iov:     &t.iov[i], Iovlen: 1,
-			Control: &t.ctl[i][0],
-		}
-		t.msgs[i].Hdr.SetControllen(len(t.ctl[i]))
-	}
-	n, err := e.sys.recvmmsg(l.Fd, t.msgs[:len(bs)])
-	if err != nil || n == 0 {
+	bs, n := e.udpRecv(l.Fd, l.V6, l.udpLast, t.recv, true)
+	if n == 0 {
 		return 0, len(bs), false
 	}
+	off := l4Offset(l.V6) + header.UDPMinimumSize
 	to, toOK := target(l)
 	w := 0
 	l.udpLast = 0
 	for i := range n {
-		m := &t.msgs[i]
+		m := &t.recv.Msgs[i]
 		l.udpLast = max(l.udpLast, m.Len)
 		if m.Hdr.Flags&unix.MSG_TRUNC != 0 {
 			e.drop(DropTooBig)
 			continue
 		}
 		ln := int(m.Len)
-		peer := sock.AddrPortOf(&t.names[i])
-		local := netip.AddrPortFrom(sock.PktDst(t.ctl[i][:m.Hdr.Controllen], l.Local.Addr()), l.Local.Port())
+		peer := t.recv.From(i)
+		local := netip.AddrPortFrom(t.recv.To(i, l.Local.Addr()), l.Local.Port())
 		if t.canSplice(l, peer.Addr()) {
 			created = e.spliceDatagram(l, local, peer, bs[i][off:off+ln]) || created
 			continue
@@ -202,11 +188,7 @@ func (e *Engine) udpReplySocket(l *listener, local, peer netip.AddrPort, setup i
 		e.outOfDescriptors(err, setup)
 		return -1, err
 	}
-	if l.V6 {
-		e.sys.setsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_RECVERR, 1)
-	} else {
-		e.sys.setsockoptInt(fd, unix.IPPROTO_IP, unix.IP_RECVERR, 1)
-	}
+	e.recvErr(fd, l.V6)
 	return fd, nil
 }
 

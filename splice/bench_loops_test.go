@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gopasta/gopasta/internal/nstest"
 	"github.com/gopasta/gopasta/internal/sock"
 )
 
@@ -105,7 +106,7 @@ func crrClient(rr string, to netip.AddrPort) (int64, float64, error) {
 // spliceLoops runs loops Forwarders, each with its own listener on one
 // loopback port (SO_REUSEPORT), splicing to back; it returns the port.
 func spliceLoops(b *testing.B, loops int, back netip.AddrPort) netip.AddrPort {
-	front := freePort(b)
+	front := netip.AddrPortFrom(sock.Loopback(false), nstest.FreePort(b, "127.0.0.1:0"))
 	for range loops {
 		r := newRig(b, Options{})
 		fd, err := sock.Listen{Addr: front.Addr(), Port: front.Port(), ReusePort: true}.Open()

@@ -86,10 +86,6 @@ type listenTable struct {
 	mu  sync.Mutex
 	ls  slots.Table[listener]
 	acc sock.Acceptor
-
-	// Scratch for UDP listener reads.
-	names []unix.RawSockaddrAny
-	ctl   [][64]byte
 }
 
 // AddTCPListener serves l on the loop; safe from any goroutine.
@@ -365,37 +361,25 @@ func (f *Forwarder) udpListenerBatch(slot int32) (n int, created bool) {
 	t := &f.lst
 	l := &t.ls.Items[slot]
 	b := f.udpBatch
-	if t.names == nil {
-		t.names = make([]unix.RawSockaddrAny, len(b.msgs))
-		t.ctl = make([][64]byte, len(b.msgs))
-	}
 	for i := range b.msgs {
-		b.iovs[i].SetLen(udpBufSize)
-		b.msgs[i].Len = 0
-		h := &b.msgs[i].Hdr
-		h.Name = (*byte)(unsafe.Pointer(&t.names[i]))
-		h.Namelen = uint32(unsafe.Sizeof(t.names[i]))
-		h.Control = &t.ctl[i][0]
-		h.SetControllen(len(t.ctl[i]))
+		b.recv.SetFrom(i, b.bufs[i])
 	}
-	n, err := mmsg(unix.SYS_RECVMMSG, l.udp.Fd, b.msgs, unix.MSG_DONTWAIT)
+	n, err := sock.Mmsg(unix.SYS_RECVMMSG, l.udp.Fd, b.msgs, unix.MSG_DONTWAIT)
 	for i := range n {
 		m := &b.msgs[i]
 		if m.Hdr.Flags&unix.MSG_TRUNC != 0 {
 			f.ctr.udpDrops.Add(1)
 			continue
 		}
-		peer := sock.AddrPortOf(&t.names[i])
-		local := netip.AddrPortFrom(sock.PktDst(t.ctl[i][:m.Hdr.Controllen], l.udp.Local.Addr()), l.udp.Local.Port())
+		peer := b.recv.From(i)
+		local := netip.AddrPortFrom(b.recv.To(i, l.udp.Local.Addr()), l.udp.Local.Port())
 		if f.udpFromListener(slot, local, peer, b.bufs[i][:m.Len]) {
 			created = true
 		}
 	}
 	// Flows read with the same batch: no name, no control.
 	for i := range b.msgs {
-		h := &b.msgs[i].Hdr
-		h.Name, h.Namelen, h.Control = nil, 0, nil
-		h.SetControllen(0)
+		b.recv.Set(i, b.bufs[i])
 	}
 	_ = err // EAGAIN, or an error a later event reports again
 	return n, created

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gopasta/gopasta/internal/limit"
+	"github.com/gopasta/gopasta/internal/nstest"
 	"github.com/gopasta/gopasta/internal/sock"
 )
 
@@ -38,8 +39,8 @@ func tcpListenerTo(t *testing.T, r *rig, dst netip.AddrPort) (netip.AddrPort, Li
 }
 
 // echoBack serves l: every connection gets back what it sent. It outlives
-// accept failures (TestTCPListenerAcceptRetries starves the process of
-// descriptors) and ends when l is closed.
+// accept failures (TestTCPListenerRefusesOutOfDescriptors starves the
+// process of descriptors) and ends when l is closed.
 func echoBack(l net.Listener) {
 	for {
 		c, err := l.Accept()
@@ -240,18 +241,7 @@ func udpListenerTo(t *testing.T, r *rig, lo netip.Addr, dst netip.AddrPort) neti
 	if err != nil {
 		t.Fatal(err)
 	}
-	sa, err := unix.Getsockname(fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var port int
-	switch sa := sa.(type) {
-	case *unix.SockaddrInet4:
-		port = sa.Port
-	case *unix.SockaddrInet6:
-		port = sa.Port
-	}
-	local := netip.AddrPortFrom(lo, uint16(port))
+	local := nstest.LocalAddr(t, fd)
 	if _, err := r.f.AddUDPListener(UDPListener{Fd: fd, V6: lo.Is6(), Local: local,
 		Dial: func(peer netip.AddrPort) (int, error) { return sock.DialUDPFrom(dst, peer.Port()) }}); err != nil {
 		t.Fatalf("AddUDPListener: %v", err)

@@ -6,7 +6,6 @@ package splice
 
 import (
 	"net/netip"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -56,7 +55,11 @@ type udpFlow struct {
 // mmsgBatch is the loop's one set of datagram buffers, shared by all flows
 // because the loop handles one flow at a time.
 type mmsgBatch struct {
-	msgs []unix.Mmsghdr // recvmmsg's, one datagram each
+	// recv is recvmmsg's message array, one datagram each, with room
+	// for the addresses a listener's datagrams need (listen.go); msgs
+	// and iovs are its messages and their buffers.
+	recv *sock.RecvBatch
+	msgs []unix.Mmsghdr
 	iovs []unix.Iovec
 	bufs [][]byte
 	// send is sendmmsg's view of the same datagrams, in runs that
@@ -67,18 +70,18 @@ type mmsgBatch struct {
 const udpBufSize = 65536 // the largest datagram loopback carries
 
 func newMmsgBatch(n int) *mmsgBatch {
+	recv := sock.NewRecvBatch(n, true)
 	b := &mmsgBatch{
-		msgs: make([]unix.Mmsghdr, n),
-		iovs: make([]unix.Iovec, n),
+		recv: recv,
+		msgs: recv.Msgs,
+		iovs: recv.Iovs,
 		bufs: make([][]byte, n),
 		send: sock.NewGSOBatch(n),
 	}
 	mem := make([]byte, n*udpBufSize)
 	for i := range n {
 		b.bufs[i] = mem[i*udpBufSize : (i+1)*udpBufSize]
-		b.iovs[i].Base = &b.bufs[i][0]
-		b.msgs[i].Hdr.Iov = &b.iovs[i]
-		b.msgs[i].Hdr.SetIovlen(1)
+		recv.Set(i, b.bufs[i])
 	}
 	return b
 }
@@ -343,7 +346,7 @@ func (f *Forwarder) udpEvent(slot, side int, events uint32) {
 			b.iovs[i].SetLen(udpBufSize)
 			b.msgs[i].Len = 0
 		}
-		n, err := mmsg(unix.SYS_RECVMMSG, src, b.msgs[:want], unix.MSG_DONTWAIT)
+		n, err := sock.Mmsg(unix.SYS_RECVMMSG, src, b.msgs[:want], unix.MSG_DONTWAIT)
 		if err != nil || n == 0 {
 			// EAGAIN: drained. ECONNREFUSED: a pending ICMP error, now
 			// consumed; level triggering brings us back if data waits.
@@ -360,7 +363,7 @@ func (f *Forwarder) udpEvent(slot, side int, events uint32) {
 		done, failed := 0, false // datagrams sent on, or dropped
 		m := b.send.Fill(b.iovs[:n], !u.noGSO[1-side])
 		for sent := 0; sent < m; {
-			k, err := mmsg(unix.SYS_SENDMMSG, dst, b.send.Msgs[sent:m], unix.MSG_DONTWAIT)
+			k, err := sock.Mmsg(unix.SYS_SENDMMSG, dst, b.send.Msgs[sent:m], unix.MSG_DONTWAIT)
 			switch {
 			case err == nil && k > 0:
 				d, bytes := sock.Datagrams(b.send.Msgs[sent:sent+k]), uint64(0)
@@ -404,19 +407,6 @@ func (f *Forwarder) udpEvent(slot, side int, events uint32) {
 			return
 		}
 	}
-}
-
-// mmsg wraps recvmmsg/sendmmsg, which x/sys/unix does not: one syscall,
-// no allocation.
-func mmsg(trap uintptr, fd int, msgs []unix.Mmsghdr, flags int) (int, error) {
-	if len(msgs) == 0 {
-		return 0, nil
-	}
-	r, _, e := unix.Syscall6(trap, uintptr(fd), uintptr(unsafe.Pointer(&msgs[0])), uintptr(len(msgs)), uintptr(flags), 0, 0)
-	if e != 0 {
-		return 0, e
-	}
-	return int(r), nil
 }
 
 func (f *Forwarder) udpClose(slot int) {

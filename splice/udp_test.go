@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gopasta/gopasta/internal/nstest"
 	"github.com/gopasta/gopasta/internal/sock"
 )
 
@@ -348,18 +349,8 @@ func TestUDPLateDatagrams(t *testing.T) {
 	if err := f.f.LateUDP(other, []byte("nobody's")); err != nil {
 		t.Fatalf("LateUDP: %v", err)
 	}
+	nstest.ReadFlow(t, srv, "early", "late 1", "", "late 2")
 	buf := make([]byte, 100)
-	var from netip.AddrPort
-	for i, want := range []string{"early", "late 1", "", "late 2"} {
-		n, addr, err := srv.ReadFromUDPAddrPort(buf)
-		if err != nil || string(buf[:n]) != want {
-			t.Fatalf("datagram %d: got %q, %v; want %q", i, buf[:n], err, want)
-		}
-		if i > 0 && addr != from {
-			t.Fatalf("datagram %d: from %v, want %v (the flow's socket)", i, addr, from)
-		}
-		from = addr
-	}
 	waitFor(t, "the drop of the datagram of no flow", testTimeout, func() bool { return f.f.Stats().UDPDrops == 1 })
 	// Once the flow timed out, its name takes no more datagrams.
 	waitFor(t, "the flow's timeout", testTimeout, func() bool { return f.f.Stats().UDPActive == 0 })
@@ -414,7 +405,7 @@ func TestUDPLateClose(t *testing.T) {
 func TestUDPFullSendBuffer(t *testing.T) {
 	ns := newNSThread(t)
 	var tid int
-	ns.do(func() { tid = unix.Gettid() })
+	ns.Do(func() { tid = unix.Gettid() })
 	tc := exec.Command("nsenter", fmt.Sprintf("--net=/proc/%d/task/%d/ns/net", os.Getpid(), tid),
 		"tc", "qdisc", "add", "dev", "lo", "root", "tbf", "rate", "20mbit", "burst", "4k", "limit", "4m")
 	if out, err := tc.CombinedOutput(); err != nil {
@@ -423,7 +414,7 @@ func TestUDPFullSendBuffer(t *testing.T) {
 	var client, srv *net.UDPConn
 	var a, b int
 	var err error
-	ns.do(func() {
+	ns.Do(func() {
 		lo := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)}
 		if client, err = net.ListenUDP("udp", lo); err != nil {
 			return

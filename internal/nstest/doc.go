@@ -3,7 +3,9 @@
 // (so results never depend on the machine's own network), the identities the
 // tests run as (root and the unprivileged uid 65534), skips for missing
 // privileges or kernel features, a once-per-run build of the gopasta binary,
-// and parsers for `ip -j` output.
+// and parsers for `ip -j` output; for unit tests, fresh anonymous network
+// namespaces entered by a thread, Ethernet frames, free ports and bounded
+// waits.
 //
 // Everything global a helper creates (netns names, temp dirs, processes) is
 // uniquely named and removed in t.Cleanup; processes are killed by PID (or by

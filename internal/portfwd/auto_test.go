@@ -3,7 +3,6 @@ package portfwd
 import (
 	"context"
 	"fmt"
-	"net"
 	"slices"
 	"sync"
 	"testing"
@@ -12,18 +11,11 @@ import (
 
 	"github.com/gopasta/gopasta/fwd"
 	"github.com/gopasta/gopasta/internal/config"
+	"github.com/gopasta/gopasta/internal/nstest"
 )
 
-// freePort is a TCP port nothing listens on right now.
-func freePort(t *testing.T) uint16 {
-	t.Helper()
-	l, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return uint16(l.Addr().(*net.TCPAddr).Port)
-}
+// freePort is a TCP port of 127.0.0.1 nothing listens on right now.
+func freePort(t *testing.T) uint16 { return nstest.FreePort(t, "127.0.0.1:0") }
 
 // TestAutoScan: auto listeners follow the other side's listening ports,
 // never mirror gopasta's own, and go away with them.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gopasta/gopasta/fwd"
 	"github.com/gopasta/gopasta/internal/config"
+	"github.com/gopasta/gopasta/internal/nstest"
 	"github.com/gopasta/gopasta/internal/sock"
 )
 
@@ -58,19 +59,8 @@ func TestSpliceHookLateUDP(t *testing.T) {
 			t.Fatalf("hook refused hand-over %d", i)
 		}
 	}
-	srv.SetReadDeadline(time.Now().Add(5 * time.Second))
+	nstest.ReadFlow(t, srv, "early", "late")
 	buf := make([]byte, 64)
-	var from netip.AddrPort
-	for i, want := range []string{"early", "late"} {
-		n, addr, err := srv.ReadFromUDPAddrPort(buf)
-		if err != nil || string(buf[:n]) != want {
-			t.Fatalf("datagram %d: got %q, %v; want %q", i, buf[:n], err, want)
-		}
-		if i > 0 && addr != from {
-			t.Errorf("datagram %d from %v, want %v (the flow's socket)", i, addr, from)
-		}
-		from = addr
-	}
 	srv.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
 	if n, _, err := srv.ReadFromUDPAddrPort(buf); err == nil {
 		t.Errorf("got %q after the flow's datagrams, want nothing", buf[:n])

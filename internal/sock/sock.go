@@ -2,9 +2,10 @@
 // splice forwarder and run-time port forwarding share, so that each exists
 // once: socket addresses from net/netip values, listening sockets as the
 // forwarding rules ask for them, per-peer UDP reply sockets, outgoing
-// sockets, accept4 and resets, and the rules for UDP batches: how many
-// datagrams to read at once (Burst) and how to send them on in
-// segmentation offload runs (GSOBatch).
+// sockets, accept4 and resets, and UDP batches: the message arrays of
+// recvmmsg and sendmmsg (RecvBatch, Mmsg), how many datagrams to read at
+// once (Burst) and how to send them on in segmentation offload runs
+// (GSOBatch).
 //
 // Every function creates its sockets in the calling thread's network
 // namespace; a socket keeps that namespace whichever thread uses it later.

@@ -6,9 +6,12 @@ import (
 	"net"
 	"net/netip"
 	"testing"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gopasta/gopasta/internal/nstest"
 )
 
 // TestListenFreebind: with --freebind a forwarded port binds an address
@@ -51,8 +54,7 @@ func TestReplyZeroLength(t *testing.T) {
 			t.Fatalf("%s: listen: %v", fam, err)
 		}
 		defer unix.Close(lfd)
-		sa, _ := unix.Getsockname(lfd)
-		local := netip.AddrPortFrom(lo, uint16(portOf(sa)))
+		local := nstest.LocalAddr(t, lfd)
 		peer, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(lo, 0)))
 		if err != nil {
 			t.Fatal(err)
@@ -75,16 +77,6 @@ func TestReplyZeroLength(t *testing.T) {
 			t.Fatalf("%s: recv: got %d, %v, want 0 bytes", fam, n, err)
 		}
 	}
-}
-
-func portOf(sa unix.Sockaddr) int {
-	switch sa := sa.(type) {
-	case *unix.SockaddrInet4:
-		return sa.Port
-	case *unix.SockaddrInet6:
-		return sa.Port
-	}
-	return 0
 }
 
 // TestAddrPortOf: kernel socket addresses, IPv4-mapped ones unmapped.
@@ -175,13 +167,7 @@ func TestDialUDPFrom(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer exclusive.Close()
-	port := func(fd int) uint16 {
-		sa, err := unix.Getsockname(fd)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return uint16(sa.(*unix.SockaddrInet4).Port)
-	}
+	port := func(fd int) uint16 { return nstest.LocalAddr(t, fd).Port() }
 	exclusivePort := uint16(exclusive.LocalAddr().(*net.UDPAddr).Port)
 	for _, tc := range []struct {
 		name     string
@@ -221,8 +207,7 @@ func TestOnlyFrom(t *testing.T) {
 			if err := unix.Bind(lfd, sa.Of(netip.Addr{}, 0, v6)); err != nil {
 				t.Fatal(err)
 			}
-			lsa, _ := unix.Getsockname(lfd)
-			port := sockPort(lsa)
+			port := nstest.LocalAddr(t, lfd).Port()
 			to := netip.AddrPortFrom(addr, port)
 			peer, stranger := udpClient(t, lo), udpClient(t, lo)
 			peerAddr := netip.MustParseAddrPort(peer.LocalAddr().String())
@@ -320,30 +305,10 @@ func udpClient(t *testing.T, lo string) *net.UDPConn {
 func readAll(t *testing.T, fd int) []string {
 	t.Helper()
 	var out []string
-	buf := make([]byte, 100)
-	wait := 200
-	for {
-		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		if k, err := unix.Poll(pfd, wait); err != nil || k == 0 {
-			return out
-		}
-		wait = 20
-		n, _, err := unix.Recvfrom(fd, buf, unix.MSG_DONTWAIT)
-		if err != nil {
-			t.Fatalf("recvfrom: %v", err)
-		}
-		out = append(out, string(buf[:n]))
+	for _, d := range nstest.ReadDatagrams(t, fd, 200*time.Millisecond, 20*time.Millisecond) {
+		out = append(out, string(d))
 	}
-}
-
-func sockPort(sa unix.Sockaddr) uint16 {
-	switch a := sa.(type) {
-	case *unix.SockaddrInet4:
-		return uint16(a.Port)
-	case *unix.SockaddrInet6:
-		return uint16(a.Port)
-	}
-	return 0
+	return out
 }
 
 func TestBurst(t *testing.T) {

@@ -1,0 +1,248 @@
+package fwd
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gopasta/gopasta/internal/header"
+)
+
+// callSys records the socket set-up calls of fakeSys, and fails the ones
+// named in fail with their errno.
+type callSys struct {
+	*fakeSys
+	calls []string
+	fail  map[string]unix.Errno // a call's name ("bind", "bindToDevice"...): its error, once
+}
+
+var optNames = map[[2]int]string{
+	{unix.IPPROTO_IPV6, unix.IPV6_V6ONLY}:  "IPV6_V6ONLY",
+	{unix.IPPROTO_IPV6, unix.IPV6_RECVERR}: "IPV6_RECVERR",
+	{unix.IPPROTO_IP, unix.IP_RECVERR}:     "IP_RECVERR",
+	{unix.IPPROTO_TCP, unix.TCP_NODELAY}:   "TCP_NODELAY",
+	{unix.SOL_SOCKET, unix.SO_REUSEADDR}:   "SO_REUSEADDR",
+	{unix.SOL_SOCKET, unix.SO_PEEK_OFF}:    "SO_PEEK_OFF",
+}
+
+func (s *callSys) record(name, arg string) error {
+	s.calls = append(s.calls, name+" "+arg)
+	if en, ok := s.fail[name]; ok {
+		delete(s.fail, name)
+		return en
+	}
+	return nil
+}
+
+func sockaddrString(sa unix.Sockaddr) string {
+	switch sa := sa.(type) {
+	case *unix.SockaddrInet4:
+		return netip.AddrPortFrom(netip.AddrFrom4(sa.Addr), uint16(sa.Port)).String()
+	case *unix.SockaddrInet6:
+		return netip.AddrPortFrom(netip.AddrFrom16(sa.Addr), uint16(sa.Port)).String()
+	}
+	return fmt.Sprintf("%T", sa)
+}
+
+func (s *callSys) socket(d, t, p int) (int, error) {
+	fam := map[int]string{unix.AF_INET: "inet", unix.AF_INET6: "inet6"}[d]
+	typ := map[int]string{unix.SOCK_STREAM: "stream", unix.SOCK_DGRAM: "dgram"}[t]
+	if err := s.record("socket", fmt.Sprintf("%s %s %d", fam, typ, p)); err != nil {
+		return -1, err
+	}
+	return s.fakeSys.socket(d, t, p)
+}
+
+func (s *callSys) setsockoptInt(fd, level, opt, val int) error {
+	return s.record("setsockopt", fmt.Sprintf("%s=%d", optNames[[2]int{level, opt}], val))
+}
+
+func (s *callSys) bindToDevice(fd int, ifname string) error {
+	return s.record("bindToDevice", ifname)
+}
+
+func (s *callSys) bind(fd int, sa unix.Sockaddr) error {
+	return s.record("bind", sockaddrString(sa))
+}
+
+func (s *callSys) connect(fd int, sa unix.Sockaddr) error {
+	return s.record("connect", sockaddrString(sa))
+}
+
+func (s *callSys) watch(fd int, idx int32, gen uint32, events uint32) error {
+	ev := "in"
+	if events&unix.EPOLLET != 0 {
+		ev = "in|out|rdhup|et"
+	}
+	return s.record("watch", ev)
+}
+
+// TestHostSocket: the host socket of each kind of flow, set up call by
+// call: its options, the outbound address and interface (not toward
+// loopback), the kept port and its fallback, and every failure closing
+// the socket and the flow with the drop counted.
+func TestHostSocket(t *testing.T) {
+	out := Options{
+		Outbound4: netip.MustParseAddr("192.0.2.1"), OutboundIf4: "eth4",
+		Outbound6: netip.MustParseAddr("2001:db8::1"), OutboundIf6: "eth6",
+	}
+	ext6 := netip.MustParseAddr("2001:db8::7")
+	syn := func(src, dst netip.Addr) []byte {
+		return tcpSegment(netip.AddrPortFrom(src, 40000), netip.AddrPortFrom(dst, 80), 1, 0, header.TCPFlagSYN, nil)
+	}
+	for _, tc := range []struct {
+		name  string
+		opts  Options
+		frame []byte
+		fail  map[string]unix.Errno
+		want  []string
+		err   unix.Errno // the drop's cause, for DropHostSocket; 0: the flow opens
+	}{
+		{"udp4", Options{}, udpFrame(ns4, ext, 1000, 53, nil), nil, []string{
+			"socket inet dgram 0", "setsockopt IP_RECVERR=1", "setsockopt SO_REUSEADDR=1",
+			"bind 0.0.0.0:1000", "connect 192.0.2.7:53", "watch in"}, 0},
+		{"udp4 outbound", out, udpFrame(ns4, ext, 1000, 53, nil), nil, []string{
+			"socket inet dgram 0", "setsockopt IP_RECVERR=1", "bindToDevice eth4", "setsockopt SO_REUSEADDR=1",
+			"bind 192.0.2.1:1000", "connect 192.0.2.7:53", "watch in"}, 0},
+		{"udp4 outbound to loopback", out, udpFrame(ns4, gw4, 1000, 53, nil), nil, []string{
+			"socket inet dgram 0", "setsockopt IP_RECVERR=1", "setsockopt SO_REUSEADDR=1",
+			"bind 0.0.0.0:1000", "connect 127.0.0.1:53", "watch in"}, 0},
+		{"udp6 outbound", out, udpFrame(ns6, ext6, 1000, 53, nil), nil, []string{
+			"socket inet6 dgram 0", "setsockopt IPV6_V6ONLY=1", "setsockopt IPV6_RECVERR=1", "bindToDevice eth6",
+			"setsockopt SO_REUSEADDR=1", "bind [2001:db8::1]:1000", "connect [2001:db8::7]:53", "watch in"}, 0},
+		{"udp6 outbound to loopback", out, udpFrame(ns6, gw6, 1000, 53, nil), nil, []string{
+			"socket inet6 dgram 0", "setsockopt IPV6_V6ONLY=1", "setsockopt IPV6_RECVERR=1",
+			"setsockopt SO_REUSEADDR=1", "bind [::]:1000", "connect [::1]:53", "watch in"}, 0},
+		{"udp4 port taken", out, udpFrame(ns4, ext, 1000, 53, nil), map[string]unix.Errno{"bind": unix.EADDRINUSE}, []string{
+			"socket inet dgram 0", "setsockopt IP_RECVERR=1", "bindToDevice eth4", "setsockopt SO_REUSEADDR=1",
+			"bind 192.0.2.1:1000", "bind 192.0.2.1:0", "connect 192.0.2.7:53", "watch in"}, 0},
+		{"icmp4", out, echoFrame(ns4, ext, 7, 1, nil), nil, []string{
+			"socket inet dgram 1", "setsockopt IP_RECVERR=1", "bindToDevice eth4",
+			"bind 192.0.2.1:7", "connect 192.0.2.7:0", "watch in"}, 0},
+		{"icmp6", Options{}, echoFrame(ns6, ext6, 7, 1, nil), nil, []string{
+			"socket inet6 dgram 58", "setsockopt IPV6_V6ONLY=1", "setsockopt IPV6_RECVERR=1",
+			"bind [::]:7", "connect [2001:db8::7]:0", "watch in"}, 0},
+		{"tcp4", Options{}, syn(ns4, ext), nil, []string{
+			"socket inet stream 0", "setsockopt SO_PEEK_OFF=0", "setsockopt TCP_NODELAY=1",
+			"connect 192.0.2.7:80", "watch in|out|rdhup|et"}, 0},
+		{"tcp4 outbound", out, syn(ns4, ext), nil, []string{
+			"socket inet stream 0", "setsockopt SO_PEEK_OFF=0", "setsockopt TCP_NODELAY=1", "bindToDevice eth4",
+			"bind 192.0.2.1:0", "connect 192.0.2.7:80", "watch in|out|rdhup|et"}, 0},
+		{"tcp6 outbound to loopback", out, syn(ns6, gw6), nil, []string{
+			"socket inet6 stream 0", "setsockopt IPV6_V6ONLY=1", "setsockopt SO_PEEK_OFF=0", "setsockopt TCP_NODELAY=1",
+			"connect [::1]:80", "watch in|out|rdhup|et"}, 0},
+		{"tcp connecting", Options{}, syn(ns4, ext), map[string]unix.Errno{"connect": unix.EINPROGRESS}, []string{
+			"socket inet stream 0", "setsockopt SO_PEEK_OFF=0", "setsockopt TCP_NODELAY=1",
+			"connect 192.0.2.7:80", "watch in|out|rdhup|et"}, 0},
+
+		{"out of descriptors", Options{}, udpFrame(ns4, ext, 1000, 53, nil), map[string]unix.Errno{"socket": unix.EMFILE}, []string{
+			"socket inet dgram 0"}, unix.EMFILE},
+		{"no such interface", out, syn(ns4, ext), map[string]unix.Errno{"bindToDevice": unix.ENODEV}, []string{
+			"socket inet stream 0", "setsockopt SO_PEEK_OFF=0", "setsockopt TCP_NODELAY=1", "bindToDevice eth4"}, unix.ENODEV},
+		{"no IP_RECVERR", Options{}, echoFrame(ns4, ext, 7, 1, nil), map[string]unix.Errno{"setsockopt": unix.ENOPROTOOPT}, []string{
+			"socket inet dgram 1", "setsockopt IP_RECVERR=1"}, unix.ENOPROTOOPT},
+		{"outbound address gone", out, syn(ns4, ext), map[string]unix.Errno{"bind": unix.EADDRNOTAVAIL}, []string{
+			"socket inet stream 0", "setsockopt SO_PEEK_OFF=0", "setsockopt TCP_NODELAY=1", "bindToDevice eth4",
+			"bind 192.0.2.1:0"}, unix.EADDRNOTAVAIL},
+		{"unreachable", Options{}, udpFrame(ns4, ext, 1000, 53, nil), map[string]unix.Errno{"connect": unix.ENETUNREACH}, []string{
+			"socket inet dgram 0", "setsockopt IP_RECVERR=1", "setsockopt SO_REUSEADDR=1",
+			"bind 0.0.0.0:1000", "connect 192.0.2.7:53"}, unix.ENETUNREACH},
+		{"watch fails", Options{}, udpFrame(ns4, ext, 1000, 53, nil), map[string]unix.Errno{"watch": unix.ENOMEM}, []string{
+			"socket inet dgram 0", "setsockopt IP_RECVERR=1", "setsockopt SO_REUSEADDR=1",
+			"bind 0.0.0.0:1000", "connect 192.0.2.7:53", "watch in"}, unix.ENOMEM},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := newDriven(t, tc.opts)
+			sys := &callSys{fakeSys: d.sys, fail: tc.fail}
+			d.e.sys = sys
+			d.cycle(tc.frame)
+			if !slices.Equal(sys.calls, tc.want) {
+				t.Errorf("got calls\n\t%s\nwant\n\t%s", strings.Join(sys.calls, "\n\t"), strings.Join(tc.want, "\n\t"))
+			}
+			st := d.e.Stats()
+			if tc.err == 0 {
+				if d.e.FlowCount() != 1 || st.Drops[DropHostSocket] != 0 || len(d.sys.open) != 1 {
+					t.Errorf("got %d flows, %d host-socket drops, %d open sockets; want 1, 0, 1",
+						d.e.FlowCount(), st.Drops[DropHostSocket], len(d.sys.open))
+				}
+				return
+			}
+			if d.e.FlowCount() != 0 || st.Drops[DropHostSocket] != 1 || len(d.sys.open) != 0 {
+				t.Errorf("got %d flows, %d host-socket drops, %d open sockets; want 0, 1, 0",
+					d.e.FlowCount(), st.Drops[DropHostSocket], len(d.sys.open))
+			}
+		})
+	}
+}
+
+// TestHostSocketError: hostSocket returns the failing call's errno as it
+// is, so that errors.Is finds it (descriptorsExhausted, the ping warning).
+func TestHostSocketError(t *testing.T) {
+	for _, en := range []unix.Errno{unix.EMFILE, unix.ENFILE, unix.EACCES, unix.ENODEV} {
+		d := newDriven(t, Options{OutboundIf4: "eth4"})
+		d.e.sys = &callSys{fakeSys: d.sys, fail: map[string]unix.Errno{"socket": en, "bindToDevice": en}}
+		var p packet
+		if !d.e.classify(udpFrame(ns4, ext, 1000, 53, nil), &p) {
+			t.Fatal("classify refused the frame")
+		}
+		for range 2 { // the socket fails, then binding it to the interface
+			idx := d.e.newFlow(&p, protoUDP)
+			d.e.flow(idx).HostAddr = ext
+			fd, err := d.e.hostSocket(idx, hostSock{typ: unix.SOCK_DGRAM, port: 1000})
+			if fd != -1 || !errors.Is(err, en) {
+				t.Errorf("got %d, %v; want -1, %v", fd, err, en)
+			}
+			d.e.closeFlow(idx)
+			d.e.reap()
+		}
+		if len(d.sys.open) != 0 {
+			t.Errorf("%v: %d sockets left open, want 0", en, len(d.sys.open))
+		}
+	}
+}
+
+// TestTCPOpenFailure: a SYN whose host socket fails is answered with a
+// reset, unless the process or the system is out of descriptors, a
+// shortage of a moment: then the namespace's stack sends the SYN again.
+func TestTCPOpenFailure(t *testing.T) {
+	for _, tc := range []struct {
+		call  string
+		err   unix.Errno
+		reset bool
+	}{
+		{"socket", unix.EMFILE, false},
+		{"socket", unix.ENFILE, false},
+		{"socket", unix.EACCES, true},
+		{"bindToDevice", unix.ENODEV, true},
+		{"connect", unix.ENETUNREACH, true},
+	} {
+		t.Run(tc.call+" "+tc.err.Error(), func(t *testing.T) {
+			l := &capLink{fakeLink: newFakeLink(t)}
+			e, err := New(l, testParams(), Options{OutboundIf4: "eth4"})
+			if err != nil {
+				t.Fatalf("New: %v", err)
+			}
+			t.Cleanup(func() { e.Close() })
+			e.sys = &callSys{fakeSys: newFakeSys(), fail: map[string]unix.Errno{tc.call: tc.err}}
+			src, dst := netip.AddrPortFrom(ns4, 40000), netip.AddrPortFrom(ext, 80)
+			e.updateClock()
+			e.handleFrames([][]byte{tcpSegment(src, dst, 1, 0, header.TCPFlagSYN, nil)})
+			e.flush()
+			e.reap()
+			resets := 0
+			for _, b := range l.out {
+				if p, th := tcpOf(t, b); p.dst == ns4 && th.Flags() == header.TCPFlagRST|header.TCPFlagACK && th.Ack() == 2 {
+					resets++
+				}
+			}
+			if want := map[bool]int{false: 0, true: 1}[tc.reset]; resets != want || e.FlowCount() != 0 {
+				t.Errorf("got %d resets and %d flows, want %d and 0", resets, e.FlowCount(), want)
+			}
+		})
+	}
+}
