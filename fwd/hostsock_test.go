@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gopasta/gopasta/internal/header"
+	"github.com/gopasta/gopasta/internal/limit"
 )
 
 // callSys records the socket set-up calls of fakeSys, and fails the ones
@@ -206,31 +207,48 @@ func TestHostSocketError(t *testing.T) {
 	}
 }
 
-// TestTCPOpenFailure: a SYN whose host socket fails is answered with a
-// reset, unless the process or the system is out of descriptors, a
-// shortage of a moment: then the namespace's stack sends the SYN again.
+// TestTCPOpenFailure: a SYN whose host socket fails is refused with a
+// reset, as by a kernel with nothing listening, and counted as a refusal
+// when a limit made it fail. Out of descriptors with a datagram flow to
+// evict, the shortage is for a moment: no answer then, and the
+// namespace's stack sends the SYN again, which finds the descriptor free.
 func TestTCPOpenFailure(t *testing.T) {
 	for _, tc := range []struct {
-		call  string
-		err   unix.Errno
-		reset bool
+		call     string
+		err      unix.Errno
+		udpFirst bool // a UDP flow exists, which can be evicted
+		reset    bool
+		refused  uint64
 	}{
-		{"socket", unix.EMFILE, false},
-		{"socket", unix.ENFILE, false},
-		{"socket", unix.EACCES, true},
-		{"bindToDevice", unix.ENODEV, true},
-		{"connect", unix.ENETUNREACH, true},
+		{"socket", unix.EMFILE, false, true, 1},
+		{"socket", unix.ENFILE, false, true, 1},
+		{"socket", unix.EMFILE, true, false, 0},
+		{"socket", unix.ENOBUFS, false, true, 1},
+		{"socket", unix.EACCES, false, true, 0},
+		{"bindToDevice", unix.ENODEV, false, true, 0},
+		{"connect", unix.ENETUNREACH, false, true, 0},
 	} {
-		t.Run(tc.call+" "+tc.err.Error(), func(t *testing.T) {
+		name := tc.call + " " + tc.err.Error()
+		if tc.udpFirst {
+			name += " with a datagram flow"
+		}
+		t.Run(name, func(t *testing.T) {
 			l := &capLink{fakeLink: newFakeLink(t)}
-			e, err := New(l, testParams(), Options{OutboundIf4: "eth4"})
+			refusals := &limit.Refusals{}
+			e, err := New(l, testParams(), Options{OutboundIf4: "eth4", Refusals: refusals})
 			if err != nil {
 				t.Fatalf("New: %v", err)
 			}
 			t.Cleanup(func() { e.Close() })
-			e.sys = &callSys{fakeSys: newFakeSys(), fail: map[string]unix.Errno{tc.call: tc.err}}
-			src, dst := netip.AddrPortFrom(ns4, 40000), netip.AddrPortFrom(ext, 80)
+			cs := &callSys{fakeSys: newFakeSys()}
+			e.sys = cs
 			e.updateClock()
+			if tc.udpFirst {
+				e.handleFrames([][]byte{udpFrame(ns4, ext, 1000, 53, []byte("q"))})
+				e.flush()
+			}
+			cs.fail = map[string]unix.Errno{tc.call: tc.err}
+			src, dst := netip.AddrPortFrom(ns4, 40000), netip.AddrPortFrom(ext, 80)
 			e.handleFrames([][]byte{tcpSegment(src, dst, 1, 0, header.TCPFlagSYN, nil)})
 			e.flush()
 			e.reap()
@@ -240,8 +258,14 @@ func TestTCPOpenFailure(t *testing.T) {
 					resets++
 				}
 			}
-			if want := map[bool]int{false: 0, true: 1}[tc.reset]; resets != want || e.FlowCount() != 0 {
-				t.Errorf("got %d resets and %d flows, want %d and 0", resets, e.FlowCount(), want)
+			if want := map[bool]int{false: 0, true: 1}[tc.reset]; resets != want || e.Stats().FlowsTCP != 0 {
+				t.Errorf("got %d resets and %d TCP flows, want %d and 0", resets, e.Stats().FlowsTCP, want)
+			}
+			if got := refusals.Totals()[limit.TCP]; got != tc.refused {
+				t.Errorf("refused TCP connections: got %d, want %d", got, tc.refused)
+			}
+			if tc.udpFirst && e.Stats().Evicted != 1 {
+				t.Errorf("evicted: got %d, want the UDP flow", e.Stats().Evicted)
 			}
 		})
 	}

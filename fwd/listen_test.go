@@ -11,6 +11,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gopasta/gopasta/internal/header"
+	"github.com/gopasta/gopasta/internal/limit"
+	"github.com/gopasta/gopasta/internal/sock"
 )
 
 // Listener tests: real host sockets in the test's namespace, the namespace
@@ -341,5 +343,77 @@ func TestListenerTargetFamily(t *testing.T) {
 		if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil {
 			t.Errorf("AddListener(%v, %v) left the socket open", l.ToAddr, l.SpliceTo)
 		}
+	}
+}
+
+// TestListenerOutOfDescriptors: a connection queued on a forwarded port
+// while the process has no descriptor left is reset with the engine's
+// spare descriptor and counted as refused; without a spare, the listener
+// pauses and takes the connection once descriptors are back, instead of
+// spinning on the level-triggered listener. Either way the next
+// connection reaches the namespace.
+func TestListenerOutOfDescriptors(t *testing.T) {
+	for _, spare := range []bool{true, false} {
+		t.Run(map[bool]string{true: "spare", false: "no spare"}[spare], func(t *testing.T) {
+			refusals := &limit.Refusals{}
+			e, link := newTestEngine(t, Options{Refusals: refusals})
+			if !spare {
+				e.reserve.Close()
+				e.reserve = sock.NewSpare(-1) // a spare it can never hold
+			}
+			fd, port := listenFd(t, false)
+			if _, err := e.AddListener(Listener{Fd: fd, ToAddr: netip.MustParseAddr("10.0.2.100"), ToPort: 80, Local: netip.AddrPortFrom(loop4, port)}); err != nil {
+				t.Fatalf("AddListener: %v", err)
+			}
+			cfd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer unix.Close(cfd)
+			var old unix.Rlimit
+			if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
+				t.Fatal(err)
+			}
+			lowest, err := unix.Dup(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			unix.Close(lowest)
+			low := old
+			low.Cur = uint64(lowest) // every descriptor below is in use: none left
+			if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &low); err != nil {
+				t.Fatal(err)
+			}
+			runEngine(t, e)
+			err = unix.Connect(cfd, &unix.SockaddrInet4{Port: int(port), Addr: [4]byte{127, 0, 0, 1}})
+			var rerr error
+			if err == nil && spare {
+				tv := unix.NsecToTimeval(int64(2 * time.Second))
+				unix.SetsockoptTimeval(cfd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+				_, rerr = unix.Read(cfd, make([]byte, 1))
+			} else if err == nil {
+				time.Sleep(50 * time.Millisecond) // the listener fails and pauses
+			}
+			if serr := unix.Setrlimit(unix.RLIMIT_NOFILE, &old); serr != nil {
+				t.Fatal(serr)
+			}
+			if err != nil {
+				t.Fatalf("connect: %v", err)
+			}
+			if spare {
+				if rerr != unix.ECONNRESET {
+					t.Errorf("the queued connection: got read error %v, want ECONNRESET", rerr)
+				}
+				if n := refusals.Totals()[limit.TCP]; n != 1 {
+					t.Errorf("refused TCP connections: got %d, want 1", n)
+				}
+				dialLoopback(t, port)
+			}
+			// spare: the next connection; no spare: the queued one.
+			syn := link.next(t, 2*time.Second, isTCP)
+			if _, th := tcpOf(t, syn); th.Flags() != header.TCPFlagSYN || th.DstPort() != 80 {
+				t.Errorf("got a segment with flags %#x to port %d, want a SYN to port 80", th.Flags(), th.DstPort())
+			}
+		})
 	}
 }
