@@ -993,9 +993,11 @@ func serveUDPWho(pc net.PacketConn) {
 	}
 }
 
-// connectTimeout bounds a connection attempt of holdConns: a refusal at a
-// limit is a reset, at once; only a dropped SYN takes this long.
-const connectTimeout = 3 * time.Second
+// connectTimeout bounds a connection attempt of holdConns and its echo. A
+// refusal at a limit is a reset, at once; a connection that waited in a
+// listener's queue while every descriptor was taken, and is served once
+// one is free, may take seconds, as it would with a kernel's full queue.
+const connectTimeout = 10 * time.Second
 
 // holdCount is what holdConns made of its attempts, and the first error
 // that was not a refusal.

@@ -178,8 +178,11 @@ func (r *Refusals) tick() {
 	r.timer.Reset(tickEvery)
 }
 
-// Active reports whether an episode is going on.
+// Active reports whether an episode is going on (never on a nil r).
 func (r *Refusals) Active() bool {
+	if r == nil {
+		return false
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.active

@@ -19,7 +19,11 @@ import (
 // is refilled on the namespace thread, in batches, after it drops below
 // half.
 type nsSockPool struct {
-	do     func(func() error) error // runs a function on the namespace thread
+	do func(func() error) error // runs a function on the namespace thread
+	// hold, when it reports true, holds refills back: at a descriptor
+	// limit, sockets made ahead of need would take the descriptors
+	// that the loops' spares and the connections being set up need.
+	hold   func() bool
 	fam    [2]chan int              // by family: [0] IPv4, [1] IPv6
 	refill chan struct{}
 	stop   chan struct{}
@@ -30,8 +34,8 @@ type nsSockPool struct {
 // many connections is served without waiting for the namespace thread.
 const nsPoolSize = 32
 
-func newNSSockPool(do func(func() error) error, v4, v6 bool) *nsSockPool {
-	p := &nsSockPool{do: do, refill: make(chan struct{}, 1), stop: make(chan struct{})}
+func newNSSockPool(do func(func() error) error, hold func() bool, v4, v6 bool) *nsSockPool {
+	p := &nsSockPool{do: do, hold: hold, refill: make(chan struct{}, 1), stop: make(chan struct{})}
 	for i, on := range [2]bool{v4, v6} {
 		if on {
 			p.fam[i] = make(chan int, nsPoolSize)
@@ -57,6 +61,9 @@ func newNSSockPool(do func(func() error) error, v4, v6 bool) *nsSockPool {
 // descriptors, a namespace going away) leaves the pool short: dial falls
 // back to the namespace thread, which reports the error properly.
 func (p *nsSockPool) fill() {
+	if p.hold != nil && p.hold() {
+		return
+	}
 	_ = p.do(func() error {
 		for i, c := range p.fam {
 			if c == nil {

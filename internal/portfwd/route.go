@@ -110,7 +110,7 @@ func (pf *Forwarder) register(p listenPlan, fd int) (closer, error) {
 // connections, once a host TCP listener may need it.
 func (pf *Forwarder) ensurePool() {
 	if pf.pool.Load() == nil {
-		pf.pool.Store(newNSSockPool(pf.cfg.InNS, pf.cfg.IPv4, pf.cfg.IPv6))
+		pf.pool.Store(newNSSockPool(pf.cfg.InNS, pf.cfg.Refusals.Active, pf.cfg.IPv4, pf.cfg.IPv6))
 	}
 }
 

@@ -63,37 +63,47 @@ func (s *Spare) Held() bool { return s != nil && s.fd >= 0 }
 // while it was free is soon held again.
 func (s *Spare) Renew() { s.renew() }
 
-// Refuse frees the spare descriptor and resets up to budget connections
-// waiting on listener lfd, then takes the spare back. It returns how many
-// it reset, and whether the caller should pause the listener for a
-// moment rather than spin: connections still wait and the spare is not
-// held (another thread took the freed descriptor, or there was none to
-// take). With the spare held and the budget spent, the listener goes on
-// in the next round of the loop.
+// Refuse resets up to budget connections waiting on listener lfd, each
+// taken off the queue with the spare's descriptor: the spare is closed
+// just before the accept, which then gets its number, and the accepted
+// socket is turned back into the spare with dup3(2), which closes the
+// socket (a reset, with a zero linger) and fills its number in one call.
+// Between the close and the accept another thread may take the number;
+// the spare is then lost until Renew finds a free one.
+//
+// It returns how many it reset, and whether the caller should pause the
+// listener for a moment rather than spin: connections still wait and the
+// spare is not held. With the spare held and the budget spent, the
+// listener goes on in the next round of the loop.
 func (s *Spare) Refuse(lfd int, acc *Acceptor, budget int) (n int, pause bool) {
-	s.renew()
-	if !s.Held() {
-		return 0, true
-	}
-	unix.Close(s.fd)
-	s.fd = -1
-	defer s.renew()
 	for range budget {
+		s.renew()
+		if !s.Held() {
+			return n, true
+		}
+		unix.Close(s.fd)
+		s.fd = -1
 		fd, _, err := acc.Accept(lfd)
 		switch {
 		case err == nil:
-			Abort(fd)
 			n++
+			_ = unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1})
+			if unix.Dup3(s.from, fd, unix.O_CLOEXEC) == nil {
+				s.fd = fd
+			} else {
+				unix.Close(fd)
+			}
 		case err == unix.EAGAIN:
+			s.renew()
 			return n, false
 		case AcceptRetry(err):
 		default:
 			s.renew()
-			return n, s.fd < 0
+			return n, !s.Held()
 		}
 	}
 	s.renew()
-	return n, s.fd < 0
+	return n, !s.Held()
 }
 
 // Close releases the spare descriptor.
