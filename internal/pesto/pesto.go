@@ -12,8 +12,9 @@
 // Edits start in replace mode: the first -t or -u empties HOST (TCP and
 // UDP rules alike) and the first -T or -U empties SPLICE, once each; -C
 // empties a table by name at once; -A and -D switch the following values
-// to adding and to deleting. Values are pasta's port specifications
-// (fwdrule.ApplySpec), checked as the server checks them, so that a bad
+// to adding and to deleting. Values are read by the one port grammar
+// (fwdrule.Parse) and applied as pasta applies them (fwdrule.Apply with
+// fwdrule.Pasta), checked as the server checks them, so that a bad
 // value fails here, before anything is sent. The server does not answer an
 // update: exit status 0 says it was sent, not that it was accepted
 // (connect again to read the result).
@@ -30,7 +31,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gopasta/gopasta/internal/cmdline"
-	"github.com/gopasta/gopasta/internal/config"
 	"github.com/gopasta/gopasta/internal/fwdrule"
 	"github.com/gopasta/gopasta/internal/pestowire"
 )
@@ -112,8 +112,12 @@ func (e *exit) Error() string { return fmt.Sprintf("exit %d", e.code) }
 // rule that could not be applied says why, then which rule.
 func errLines(err error) []string {
 	var ae *fwdrule.ApplyError
-	if errors.As(err, &ae) {
+	var se *fwdrule.SpecError
+	switch {
+	case errors.As(err, &ae):
 		return []string{ae.Err.Error(), fmt.Sprintf("Unable to %s rule %s", ae.Op, ae.Rule)}
+	case errors.As(err, &se):
+		return []string{se.PastaMessage()}
 	}
 	return []string{err.Error()}
 }
@@ -264,10 +268,7 @@ func (c *client) edit(tables []pestowire.PifTable, opts []opt) error {
 		return nil
 	}
 	inbound, outbound := byName("HOST"), byName("SPLICE")
-	eph := fwdrule.DefaultEphemeral
-	if r, err := config.ReadEphemeralRange(); err == nil {
-		eph = fwdrule.Ephemeral{First: r.First, Last: r.Last}
-	}
+	eph := fwdrule.Ephemeral()
 	warn := func(s string) { fmt.Fprintln(c.errw, s) }
 	mode := 'R' // replace, 'A' add, 'D' delete
 	inCleared, outCleared := false, false
@@ -299,7 +300,11 @@ func (c *client) edit(tables []pestowire.PifTable, opts []opt) error {
 				t.Clear()
 				*cleared = true
 			}
-			if err := fwdrule.ApplySpec(t, o.name, o.val, mode == 'D', eph, warn); err != nil {
+			spec, err := fwdrule.Parse(o.name, o.val)
+			if err == nil {
+				err = fwdrule.Apply(t, []fwdrule.Spec{spec}, mode == 'D', fwdrule.Pasta, eph, warn)
+			}
+			if err != nil {
 				return err
 			}
 		}

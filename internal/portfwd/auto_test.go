@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gopasta/gopasta/fwd"
-	"github.com/gopasta/gopasta/internal/config"
+	"github.com/gopasta/gopasta/internal/fwdrule"
 )
 
 // freePort is a TCP port nothing listens on right now.
@@ -30,16 +30,13 @@ func freePort(t *testing.T) uint16 {
 func TestAutoScan(t *testing.T) {
 	p1, p2 := freePort(t), freePort(t)
 	var mu sync.Mutex
-	var nsPorts, hostPorts config.PortSet // what each side "listens on"
+	var nsPorts, hostPorts fwdrule.PortSet // what each side "listens on"
 	eng := &recordingEngine{}
 	cfg := Config{
-		Rules: Rules{
-			TCP: config.DefaultPortSpec(), TCPNS: config.DefaultPortSpec(),
-			UDP: config.PortSpec{Mode: config.PortsNone}, UDPNS: config.PortSpec{Mode: config.PortsNone},
-		},
+		Ports:  options(t, nil, []string{"none"}, nil, []string{"none"}), // TCP: auto, the default
 		Engine: eng, InNS: func(f func() error) error { return f() },
 		IPv4: true, NoSplice: true,
-		Listening: func(nsSide bool) (tcp, udp config.PortSet, err error) {
+		Listening: func(nsSide bool) (tcp, udp fwdrule.PortSet, err error) {
 			mu.Lock()
 			defer mu.Unlock()
 			if nsSide {
@@ -75,7 +72,7 @@ func TestAutoScan(t *testing.T) {
 		t.Errorf("namespace listeners: got %d, want 0 (p1 is our own)", n)
 	}
 	mu.Lock()
-	nsPorts = config.PortSet{}
+	nsPorts = fwdrule.PortSet{}
 	nsPorts.Add(p2)
 	mu.Unlock()
 	pf.tick()

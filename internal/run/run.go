@@ -17,6 +17,7 @@ import (
 	"github.com/gopasta/gopasta/internal/cmdline"
 	"github.com/gopasta/gopasta/internal/config"
 	"github.com/gopasta/gopasta/internal/ctlsock"
+	"github.com/gopasta/gopasta/internal/fwdrule"
 	"github.com/gopasta/gopasta/internal/logging"
 	"github.com/gopasta/gopasta/internal/portfwd"
 	"github.com/gopasta/gopasta/internal/sandbox"
@@ -203,7 +204,7 @@ func Run(cfg *config.Config) (int, error) {
 	// Port forwarding (-t, -u, -T, -U): listeners open before the
 	// command starts or the pid file says we are ready.
 	fc := portfwd.Config{
-		Rules: portfwd.RulesFrom(cfg), InNS: th.Do,
+		Ports: cfg.Ports, NoTCP: cfg.NoTCP, NoUDP: cfg.NoUDP, InNS: th.Do,
 		IPv4: plan.IPv4, IPv6: plan.IPv6,
 		NSAddr4: es.params.Addr4, NSAddr6: es.params.Addr6,
 		NoSplice: cfg.NoSplice, SpliceOnly: cfg.SpliceOnly, HostLoToNSLo: cfg.HostLoToNSLo,
@@ -293,7 +294,7 @@ func Run(cfg *config.Config) (int, error) {
 func confine(cfg *config.Config, attach bool, watch *ns.Watch, ctl *ctlsock.Server, logFile io.Closer, log *slog.Logger) (*sandbox.Sandbox, error) {
 	// Auto forwarding reads the host's ephemeral port range through a
 	// descriptor opened on first use: first use is now.
-	_, _ = config.ReadEphemeralRange()
+	_, _ = fwdrule.ReadEphemeralRange()
 	o := sandbox.Options{
 		RunAsInParent: ns.InReexecUserNS(),
 		Debug:         cfg.Debug,
