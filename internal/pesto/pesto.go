@@ -140,7 +140,7 @@ func (c *client) usage(w io.Writer, code int) error {
 }
 
 func (c *client) run(args []string) error {
-	opts, pos, err := getopt(c.prog, args)
+	opts, pos, err := parseArgs(c.prog, args)
 	if err != nil {
 		fmt.Fprintln(c.errw, err)
 		return c.usage(c.errw, 1)

@@ -287,13 +287,13 @@ func TestBadServer(t *testing.T) {
 	}
 }
 
-// FuzzGetopt: the option parser takes anything without panicking.
-func FuzzGetopt(f *testing.F) {
+// FuzzParseArgs: the option parser takes anything without panicking.
+func FuzzParseArgs(f *testing.F) {
 	for _, s := range []string{"-At8080\x00SOCK", "--tcp-p=1\x00--\x00-x", "-\x00--clear", "-sdh"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		opts, pos, err := getopt("pesto", strings.Split(s, "\x00"))
+		opts, pos, err := parseArgs("pesto", strings.Split(s, "\x00"))
 		if err == nil && len(opts)+len(pos) > len(strings.Split(s, "\x00"))*len(s)+1 {
 			t.Fatalf("more results than input: %v %v", opts, pos)
 		}
