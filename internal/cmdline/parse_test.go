@@ -306,10 +306,10 @@ func TestOptions(t *testing.T) {
 		{"-t 0.0.0.0/5000:192.0.2.5/6000", func(c *config.Config) (any, any) { return hostRules(c)[0], "TCP [0.0.0.0]:5000  =>  192.0.2.5:6000" }},
 		{"-t 2000-5000,~3000-3010", func(c *config.Config) (any, any) { return tcpRules(c), "2000->2000 3011->3011" }},
 		{"-t ::1/auto", func(c *config.Config) (any, any) {
-			return hostRules(c)[0], "TCP [::1]:1-65535  =>  1-65535  (best effort) (auto-scan)"
+			return hostRules(c)[0], "TCP [::1]:1-49151  =>  1-49151  (best effort) (auto-scan)"
 		}},
-		{"-t 8000-8010,auto", func(c *config.Config) (any, any) {
-			return hostRules(c)[:2], []string{"TCP [*]:8000-8010  =>  8000-8010", "TCP [*]:1-7999  =>  1-7999  (best effort) (auto-scan)"}
+		{"-t 8000-8010,auto -u none", func(c *config.Config) (any, any) {
+			return hostRules(c), []string{"TCP [*]:8000-8010  =>  8000-8010  (auto-scan)"}
 		}},
 		{"-t 22 -t 80", func(c *config.Config) (any, any) { return tcpRules(c), "22->22 80->80" }},
 		{"-t none -u none -T none -U none", func(c *config.Config) (any, any) {

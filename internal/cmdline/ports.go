@@ -75,3 +75,43 @@ func portError(err error) error {
 	}
 	return usagef("port forwarding options: %v", err)
 }
+
+// PortsManual is the man page's PORT FORWARDING section (man/gen), laid
+// out as OCIHookManual.
+const PortsManual = `-t and -u forward ports of the host to the namespace, -T and -U ports of
+the namespace's loopback to the host's. Each takes a SPEC and may be given
+several times; pesto(1) takes the same SPECs. A SPEC is "none", or a list of
+ports, optionally after a listening address, interface or both:
+
+	none
+	[ADDR][%IF]/PORTS
+	PORTS
+
+PORTS is a comma-separated list of these items:
+
+	N[-M]               forward ports N to M to the same ports
+	N[-M]:T[-U]         ... to ports T to U
+	N[-M]:TADDR[/T[-U]] ... to another address than the usual one
+	~N[-M]              leave ports N to M out
+	all[:TADDR]         every port but the ephemeral ones
+	auto                only while bound on the other side
+
+ADDR and TADDR are IPv4 or IPv6 addresses, optionally in brackets; IF is an
+interface name. A SPEC that names no port ("all", "auto", or exclusions
+only) stands for every port but the host's ephemeral ones
+(net.ipv4.ip_local_port_range). With "auto", the ports of the SPEC are
+forwarded only while their target port is bound on the other side: in the
+namespace for -t and -u, on the host for -T and -U, as scanned every second.
+The default of all four options is "auto"; without -u (-U), UDP also
+forwards the ports -t (-T) forwards, best effort.
+
+Exclusions apply to every SPEC of the option, and other SPECs win over the
+ports of auto. -T and -U listen on the namespace's loopback unless given an
+address. For example:
+
+	-t 8080:80            host port 8080 to the namespace's port 80
+	-t 127.0.0.1/8443:443 the same, listening on 127.0.0.1 only
+	-t 2000-5000,~3000    ports 2000 to 5000 but 3000
+	-t 8000-8010,auto     a port of 8000 to 8010 while the namespace
+	                      listens on it, and no other port
+	-t ::1/auto           ports the namespace listens on, from ::1`

@@ -29,14 +29,11 @@ type Dialect struct {
 	// names some (and several stand for one); values that leave no port
 	// at all are an error. pasta reads each value alone.
 	OptionWide bool
-	// AutoYields: rules of auto leave out the ports the table's other
-	// rules of their protocol forward, whatever their address. pasta
-	// refuses such overlaps.
+	// AutoYields: rules of auto leave out the ports the option's other
+	// values forward, whatever their address (and, for -u and -U not
+	// given, the ports of -t and -T they copy). pasta refuses such
+	// overlaps.
 	AutoYields bool
-	// AutoAlongside makes "auto" a rule of its own, over every port the
-	// exclusions leave, ephemeral ones included, beside the value's other
-	// ports. In pasta, "auto" makes the value's ports auto.
-	AutoAlongside bool
 	// NSScope lets -T and -U take an address and interface. pasta
 	// refuses them.
 	NSScope bool
@@ -51,7 +48,7 @@ type Dialect struct {
 // line.
 var (
 	Pasta   = Dialect{}
-	Gopasta = Dialect{OptionWide: true, AutoYields: true, AutoAlongside: true, NSScope: true, FitFamilies: true}
+	Gopasta = Dialect{OptionWide: true, AutoYields: true, NSScope: true, FitFamilies: true}
 )
 
 // ApplyError is a rule of a value that could not be added or deleted: Err
@@ -245,7 +242,7 @@ func (a *applier) used(specs []Spec) []bool {
 func (a *applier) runs(out []run, i int, excl *PortSet) []run {
 	s := &a.specs[i]
 	var flags uint8
-	if s.Auto && !a.d.AutoAlongside {
+	if s.Auto {
 		flags = FlagScan
 	}
 	for _, inc := range s.Includes {
@@ -253,16 +250,11 @@ func (a *applier) runs(out []run, i int, excl *PortSet) []run {
 			out = append(out, run{Range{first, last}, inc.To + (first - inc.First), inc.Target, flags, i})
 		})
 	}
-	if len(s.Includes) == 0 && (s.All || !s.Auto || !a.d.AutoAlongside) {
+	if len(s.Includes) == 0 {
 		broad := *excl
 		broad.AddRange(a.eph.First, a.eph.Last)
 		broad.Runs(1, NumPorts-1, func(first, last uint16) {
 			out = append(out, run{Range{first, last}, first, s.AllTo, flags | FlagWeak, i})
-		})
-	}
-	if s.Auto && a.d.AutoAlongside {
-		excl.Runs(1, NumPorts-1, func(first, last uint16) {
-			out = append(out, run{Range{first, last}, first, netip.Addr{}, FlagScan | FlagWeak, i})
 		})
 	}
 	return out

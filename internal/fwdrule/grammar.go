@@ -26,10 +26,11 @@ package fwdrule
 // The scope is the text before the first "/" when no "," comes before it.
 // Where it reads both as a scope and as the start of an item with a
 // target ("1:2::3/4"), the scope wins, as in pasta; "1:[2::3]/4" spells
-// the other meaning. "all" is every port but the ephemeral ones when the
-// value names no port, and its target address is the target of that; a
-// value of exclusions only means the same. Port 0 parses but is refused as
-// a rule (Table.Check).
+// the other meaning. A value that names no port ("all", "auto" or
+// exclusions only) stands for every port but the ephemeral ones, with the
+// target address of "all". "auto" makes the value's ports forwarded only
+// while bound on the other side (the namespace for -t and -u, the host
+// for -T and -U). Port 0 parses but is refused as a rule (Table.Check).
 
 import (
 	"errors"

@@ -90,17 +90,30 @@ func TestCommandLine(t *testing.T) {
 		// "all" beside ports is moot, as in pasta.
 		{[]string{"all,80"}, []string{"TCP [*]:80  =>  80"}},
 		{[]string{"~0"}, []string{"TCP [*]:1-32767  =>  1-32767  (best effort)", "TCP [*]:61000-65535  =>  61000-65535  (best effort)"}},
-		{[]string{"auto"}, []string{"TCP [*]:1-65535  =>  1-65535  (best effort) (auto-scan)"}},
-		{[]string{"::1/auto"}, []string{"TCP [::1]:1-65535  =>  1-65535  (best effort) (auto-scan)"}},
-		// auto: a rule of its own beside the value's ports, leaving out
-		// the ports other rules forward.
-		{[]string{"8000-8010,auto"}, []string{"TCP [*]:8000-8010  =>  8000-8010",
-			"TCP [*]:1-7999  =>  1-7999  (best effort) (auto-scan)", "TCP [*]:8011-65535  =>  8011-65535  (best effort) (auto-scan)"}},
+		// auto alone: every port but the ephemeral ones, while bound in
+		// the namespace (pasta 4e09ddf).
+		{[]string{"auto"}, []string{"TCP [*]:1-32767  =>  1-32767  (best effort) (auto-scan)",
+			"TCP [*]:61000-65535  =>  61000-65535  (best effort) (auto-scan)"}},
+		{[]string{"::1/auto"}, []string{"TCP [::1]:1-32767  =>  1-32767  (best effort) (auto-scan)",
+			"TCP [::1]:61000-65535  =>  61000-65535  (best effort) (auto-scan)"}},
+		{[]string{"auto,~22"}, []string{"TCP [*]:1-21  =>  1-21  (best effort) (auto-scan)",
+			"TCP [*]:23-32767  =>  23-32767  (best effort) (auto-scan)", "TCP [*]:61000-65535  =>  61000-65535  (best effort) (auto-scan)"}},
+		{[]string{"127.0.0.1/auto", "::1/auto"}, []string{"TCP [127.0.0.1]:1-32767  =>  1-32767  (best effort) (auto-scan)",
+			"TCP [127.0.0.1]:61000-65535  =>  61000-65535  (best effort) (auto-scan)",
+			"TCP [::1]:1-32767  =>  1-32767  (best effort) (auto-scan)", "TCP [::1]:61000-65535  =>  61000-65535  (best effort) (auto-scan)"}},
+		// auto with ports: those ports, and only those, while bound;
+		// named ephemeral ports included, others never.
+		{[]string{"8000-8010,auto"}, []string{"TCP [*]:8000-8010  =>  8000-8010  (auto-scan)"}},
+		{[]string{"auto,8000-8010,~8005"}, []string{"TCP [*]:8000-8004  =>  8000-8004  (auto-scan)", "TCP [*]:8006-8010  =>  8006-8010  (auto-scan)"}},
+		{[]string{"40000,auto"}, []string{"TCP [*]:40000  =>  40000  (auto-scan)"}},
+		{[]string{"127.0.0.1/80-82:8080-8082,auto"}, []string{"TCP [127.0.0.1]:80-82  =>  8080-8082  (auto-scan)"}},
+		{[]string{"8000-8010,auto", "9000"}, []string{"TCP [*]:9000  =>  9000", "TCP [*]:8000-8010  =>  8000-8010  (auto-scan)"}},
+		// Other values win over auto's ports, whatever their address.
 		{[]string{"auto", "127.0.0.1/80"}, []string{"TCP [127.0.0.1]:80  =>  80",
-			"TCP [*]:1-79  =>  1-79  (best effort) (auto-scan)", "TCP [*]:81-65535  =>  81-65535  (best effort) (auto-scan)"}},
-		{[]string{"auto,~22"}, []string{"TCP [*]:1-21  =>  1-21  (best effort) (auto-scan)", "TCP [*]:23-65535  =>  23-65535  (best effort) (auto-scan)"}},
-		{[]string{"127.0.0.1/auto", "::1/auto"}, []string{"TCP [127.0.0.1]:1-65535  =>  1-65535  (best effort) (auto-scan)",
-			"TCP [::1]:1-65535  =>  1-65535  (best effort) (auto-scan)"}},
+			"TCP [*]:1-79  =>  1-79  (best effort) (auto-scan)", "TCP [*]:81-32767  =>  81-32767  (best effort) (auto-scan)",
+			"TCP [*]:61000-65535  =>  61000-65535  (best effort) (auto-scan)"}},
+		{[]string{"8000-8010,auto", "8005"}, []string{"TCP [*]:8005  =>  8005",
+			"TCP [*]:8000-8004  =>  8000-8004  (auto-scan)", "TCP [*]:8006-8010  =>  8006-8010  (auto-scan)"}},
 		// podman's forms.
 		{[]string{"8080-8080:80-80"}, []string{"TCP [*]:8080  =>  80"}},
 		{[]string{"127.0.0.1/8080-8080:80-80", "::1/8080-8080:80-80"}, []string{"TCP [127.0.0.1]:8080  =>  80", "TCP [::1]:8080  =>  80"}},
@@ -195,8 +208,8 @@ func TestCommandLineErrors(t *testing.T) {
 
 // TestTables: the four options, pasta's defaults applied, for several
 // sides. The first case is the reference transcript's pasta command line
-// ("-t 8080"); the listing differs from pasta's in two documented ways:
-// UDP also forwards the TCP ports, and auto keeps the ephemeral range.
+// ("-t 8080"); the listing differs from pasta's in one documented way: UDP
+// also forwards the TCP ports.
 func TestTables(t *testing.T) {
 	dual := AllCaps
 	v4 := CapIPv4 | CapTCP | CapUDP | CapScan | CapIfname
@@ -212,10 +225,13 @@ func TestTables(t *testing.T) {
 			"TCP [*]:8080  =>  8080",
 			"UDP [*]:8080  =>  8080  (best effort)",
 			"UDP [*]:1-8079  =>  1-8079  (best effort) (auto-scan)",
-			"UDP [*]:8081-65535  =>  8081-65535  (best effort) (auto-scan)",
+			"UDP [*]:8081-32767  =>  8081-32767  (best effort) (auto-scan)",
+			"UDP [*]:61000-65535  =>  61000-65535  (best effort) (auto-scan)",
 			"SPLICE",
-			"TCP [*]%lo:1-65535  =>  1-65535  (best effort) (auto-scan)",
-			"UDP [*]%lo:1-65535  =>  1-65535  (best effort) (auto-scan)",
+			"TCP [*]%lo:1-32767  =>  1-32767  (best effort) (auto-scan)",
+			"TCP [*]%lo:61000-65535  =>  61000-65535  (best effort) (auto-scan)",
+			"UDP [*]%lo:1-32767  =>  1-32767  (best effort) (auto-scan)",
+			"UDP [*]%lo:61000-65535  =>  61000-65535  (best effort) (auto-scan)",
 		}},
 		{"UDP copies: address and target kept, port number kept, exclusions not carried to auto",
 			[]string{"127.0.0.1/80:8080", "2000-2010,~2005"}, nil, none, none, dual, []string{
@@ -229,20 +245,26 @@ func TestTables(t *testing.T) {
 				"UDP [*]:1-79  =>  1-79  (best effort) (auto-scan)",
 				"UDP [*]:81-1999  =>  81-1999  (best effort) (auto-scan)",
 				"UDP [*]:2005  =>  2005  (best effort) (auto-scan)",
-				"UDP [*]:2011-65535  =>  2011-65535  (best effort) (auto-scan)",
+				"UDP [*]:2011-32767  =>  2011-32767  (best effort) (auto-scan)",
+				"UDP [*]:61000-65535  =>  61000-65535  (best effort) (auto-scan)",
 				"SPLICE",
 			}},
 		{"-u given: no copies", []string{"80:8080"}, []string{"53"}, none, none, dual, []string{
 			"HOST", "TCP [*]:80  =>  8080", "UDP [*]:53  =>  53", "SPLICE",
 		}},
-		{"ranges, exclusions, auto", []string{"8000-8010,auto", "~9000-9999"}, none, none, none, dual, []string{
-			"HOST",
-			"TCP [*]:8000-8010  =>  8000-8010",
-			"TCP [*]:1-7999  =>  1-7999  (best effort) (auto-scan)",
-			"TCP [*]:8011-8999  =>  8011-8999  (best effort) (auto-scan)",
-			"TCP [*]:10000-65535  =>  10000-65535  (best effort) (auto-scan)",
-			"SPLICE",
-		}},
+		// Ports and auto, in each of the four options (pasta 4e09ddf): the
+		// ports named, only while bound on the other side; auto alone,
+		// every port but the ephemeral ones.
+		{"ports and auto, every option", []string{"8000-8010,auto", "~8005"}, []string{"5000-5001,auto"},
+			[]string{"9000-9001,auto"}, []string{"auto,~1-60000"}, dual, []string{
+				"HOST",
+				"TCP [*]:8000-8004  =>  8000-8004  (auto-scan)",
+				"TCP [*]:8006-8010  =>  8006-8010  (auto-scan)",
+				"UDP [*]:5000-5001  =>  5000-5001  (auto-scan)",
+				"SPLICE",
+				"TCP [*]%lo:9000-9001  =>  9000-9001  (auto-scan)",
+				"UDP [*]%lo:61000-65535  =>  61000-65535  (best effort) (auto-scan)",
+			}},
 		{"address, interface, target", []string{"192.0.2.1%eth0/22", "5000:192.0.2.5/6000", "[::1]/8443:443"}, none, none, none, dual, []string{
 			"HOST",
 			"TCP [192.0.2.1]%eth0:22  =>  22",
@@ -263,8 +285,10 @@ func TestTables(t *testing.T) {
 			"TCP [127.0.0.1]:80  =>  80",
 			"TCP [::1]:53  =>  53",
 			"TCP [::1]:80  =>  80",
-			"UDP [127.0.0.1]:1-65535  =>  1-65535  (best effort) (auto-scan)",
-			"UDP [::1]:1-65535  =>  1-65535  (best effort) (auto-scan)",
+			"UDP [127.0.0.1]:1-32767  =>  1-32767  (best effort) (auto-scan)",
+			"UDP [127.0.0.1]:61000-65535  =>  61000-65535  (best effort) (auto-scan)",
+			"UDP [::1]:1-32767  =>  1-32767  (best effort) (auto-scan)",
+			"UDP [::1]:61000-65535  =>  61000-65535  (best effort) (auto-scan)",
 		}},
 		{"-T with an address", none, none, []string{"127.0.0.1/53", "%lo/80"}, none, dual, []string{
 			"HOST",
@@ -280,7 +304,8 @@ func TestTables(t *testing.T) {
 		}},
 		{"--no-tcp: no TCP rules, UDP's default", nil, nil, nil, none, dual &^ CapTCP, []string{
 			"HOST",
-			"UDP [*]:1-65535  =>  1-65535  (best effort) (auto-scan)",
+			"UDP [*]:1-32767  =>  1-32767  (best effort) (auto-scan)",
+			"UDP [*]:61000-65535  =>  61000-65535  (best effort) (auto-scan)",
 			"SPLICE",
 		}},
 	}

@@ -5,11 +5,9 @@ package fwdrule
 
 import (
 	"errors"
-	"io"
 	"math/bits"
 	"os"
 	"strings"
-	"sync"
 )
 
 // Range is an inclusive range of port numbers.
@@ -102,36 +100,15 @@ func ParseEphemeralRange(content string) (Range, error) {
 	return r, nil
 }
 
-// ephemeralFile is /proc/sys/net/ipv4/ip_local_port_range, opened by the
-// first ReadEphemeralRange and kept: gopasta's sandbox takes the file
-// system away after set-up, and the open file keeps showing the namespace
-// it was opened in, current values included.
-var ephemeralFile struct {
-	sync.Mutex
-	f   *os.File
-	buf [64]byte
-}
-
-// ReadEphemeralRange reads the ephemeral port range of the network
-// namespace of its first caller (gopasta calls it first from the host's
-// namespace, before its sandbox is on), through a descriptor kept open.
+// ReadEphemeralRange reads the ephemeral port range of the caller's
+// network namespace: gopasta reads the host's, before its sandbox is on,
+// when it parses its options and again when it builds its tables.
 func ReadEphemeralRange() (Range, error) {
-	e := &ephemeralFile
-	e.Lock()
-	defer e.Unlock()
-	if e.f == nil {
-		f, err := os.Open("/proc/sys/net/ipv4/ip_local_port_range")
-		if err != nil {
-			return Range{}, err
-		}
-		e.f = f
-	}
-	// A sysctl file reads whole from offset 0, and as EOF from anywhere else.
-	n, err := e.f.ReadAt(e.buf[:], 0)
-	if err != nil && !errors.Is(err, io.EOF) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
 		return Range{}, err
 	}
-	return ParseEphemeralRange(string(e.buf[:n]))
+	return ParseEphemeralRange(string(b))
 }
 
 // Ephemeral is the host's ephemeral range, or DefaultEphemeral when it

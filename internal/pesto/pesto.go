@@ -60,8 +60,9 @@ Without -A, -D, -C, -t, -u, -T or -U it lists the rules in force.
 SPEC is none, or [ADDR[%%IF]/]PORTS as for gopasta -t: PORTS is a
 comma-separated list of N[-M][:T[-U]] (forward N to T), N[-M]:ADDR[/T[-U]]
 (to another target address), ~N[-M] (leave out), all (every non-ephemeral
-port) and auto (only ports listening on the other side). -T and -U take no
-ADDR or IF: they listen on the namespace's loopback.
+port) and auto (only while listening on the other side; alone, every
+non-ephemeral port). -T and -U take no ADDR or IF: they listen on the
+namespace's loopback.
 Examples:
   %[1]s SOCK                       list the rules
   %[1]s -A -t 8080:80 SOCK         also forward host port 8080 to 80

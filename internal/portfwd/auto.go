@@ -77,19 +77,13 @@ func listening(c **sockdiag.Conn) (tcp, udp fwdrule.PortSet, ok bool) {
 	return tcp, udp, true
 }
 
-// autoUDPSet is what UDP auto forwarding follows: bound UDP ports outside
-// the ephemeral range (client sockets live there), and, as pasta, the
-// ports TCP listens on.
-func autoUDPSet(udp, tcp *fwdrule.PortSet, eph fwdrule.Range) fwdrule.PortSet {
-	var out fwdrule.PortSet
-	for i := range out {
-		out[i] = tcp[i]
-	}
-	for p := 1; p <= 65535; p++ {
-		if udp.Has(uint16(p)) && (p < int(eph.First) || p > int(eph.Last)) {
-			out.Add(uint16(p))
-		}
-	}
+// autoUDPSet is what UDP auto forwarding follows: bound UDP ports and, as
+// pasta, the ports TCP listens on. Client sockets bound in the ephemeral
+// range are left to the rules: auto without ports of its own leaves that
+// range out.
+func autoUDPSet(udp, tcp *fwdrule.PortSet) fwdrule.PortSet {
+	out := *udp
+	out.Union(tcp)
 	return out
 }
 
@@ -131,14 +125,10 @@ func (pf *Forwarder) ports(nsSide bool) (tcp, udp fwdrule.PortSet, err error) {
 // keeps what the previous scan (prev) wanted there.
 func (pf *Forwarder) scanPlans(tables *[2]fwdrule.Table, prev map[sockKey]listenPlan) map[sockKey]listenPlan {
 	out := map[sockKey]listenPlan{}
-	var eph fwdrule.Range
 	for i := range tables {
 		nsSide := i == tNS
 		if !hasScan(&tables[i]) {
 			continue
-		}
-		if eph == (fwdrule.Range{}) {
-			eph = fwdrule.Ephemeral()
 		}
 		pf.openDiag()
 		// The other side's ports include our own listeners there, which
@@ -157,7 +147,7 @@ func (pf *Forwarder) scanPlans(tables *[2]fwdrule.Table, prev map[sockKey]listen
 			continue
 		}
 		tcpW := without(&tcp, &own[0])
-		udpAll := autoUDPSet(&udp, &tcp, eph)
+		udpAll := autoUDPSet(&udp, &tcp)
 		udpW := without(&udpAll, &own[1])
 		for _, p := range planScan(&tables[i], pf.side(nsSide), &tcpW, &udpW) {
 			out[p.key()] = p

@@ -26,14 +26,16 @@ func freePort(t *testing.T) uint16 {
 }
 
 // TestAutoScan: auto listeners follow the other side's listening ports,
-// never mirror gopasta's own, and go away with them.
+// never mirror gopasta's own, and go away with them. (The free ports are
+// ephemeral ones, which auto alone leaves out: the rules name them.)
 func TestAutoScan(t *testing.T) {
 	p1, p2 := freePort(t), freePort(t)
 	var mu sync.Mutex
 	var nsPorts, hostPorts fwdrule.PortSet // what each side "listens on"
 	eng := &recordingEngine{}
+	every := []string{"1-65535,auto"}
 	cfg := Config{
-		Ports:  options(t, nil, []string{"none"}, nil, []string{"none"}), // TCP: auto, the default
+		Ports:  options(t, every, []string{"none"}, every, []string{"none"}),
 		Engine: eng, InNS: func(f func() error) error { return f() },
 		IPv4: true, NoSplice: true,
 		Listening: func(nsSide bool) (tcp, udp fwdrule.PortSet, err error) {
@@ -79,6 +81,41 @@ func TestAutoScan(t *testing.T) {
 	if got, want := eng.open(), []uint16{p2}; !slices.Equal(got, want) {
 		t.Errorf("after p1 went away: host listeners on %v, want %v", got, want)
 	}
+}
+
+// TestAutoEphemeral: auto alone (the default) forwards a port the
+// namespace listens on, but never one of the host's ephemeral range.
+func TestAutoEphemeral(t *testing.T) {
+	eph, low := freePort(t), freeLowPort(t)
+	var ns fwdrule.PortSet
+	ns.Add(eph)
+	ns.Add(low)
+	pf, eng := startFake(t, options(t, nil, []string{"none"}, []string{"none"}, []string{"none"}),
+		func(nsSide bool) (tcp, udp fwdrule.PortSet, err error) {
+			if nsSide {
+				return ns, udp, nil
+			}
+			return
+		})
+	pf.tick()
+	if got, want := eng.open(), []uint16{low}; !slices.Equal(got, want) {
+		t.Errorf("host listeners on %v, want %v (%d is ephemeral)", got, want, eph)
+	}
+}
+
+// freeLowPort is a TCP port below the ephemeral range that 0.0.0.0 can
+// bind now.
+func freeLowPort(t *testing.T) uint16 {
+	t.Helper()
+	eph := fwdrule.Ephemeral()
+	for p := 20000; p < int(eph.First) && p < 30000; p++ {
+		if l, err := net.Listen("tcp4", fmt.Sprintf("0.0.0.0:%d", p)); err == nil {
+			l.Close()
+			return uint16(p)
+		}
+	}
+	t.Skip("no free port below the ephemeral range")
+	return 0
 }
 
 // recordingEngine is the engine's listener API without an engine: it

@@ -121,8 +121,9 @@ func TestPlanStatic(t *testing.T) {
 			[]string{"UDP 127.0.0.1:53->53 strict", "UDP ::1:53->53 strict"}, 2},
 		{"none", []string{"none"}, false, both, nil, 0},
 		{"auto only", []string{"auto"}, false, both, nil, 0},
-		{"auto and static", []string{"8000-8001,auto"}, false, side{v4: true},
-			[]string{"TCP 0.0.0.0:8000->8000", "TCP 0.0.0.0:8001->8001"}, 2},
+		{"ports with auto: none static", []string{"8000-8001,auto"}, false, side{v4: true}, nil, 0},
+		{"auto and static", []string{"auto", "8000"}, false, side{v4: true},
+			[]string{"TCP 0.0.0.0:8000->8000 strict"}, 1},
 		{"all, weak", []string{"all"}, false, side{v4: true},
 			[]string{"TCP 0.0.0.0:1->1", "TCP 0.0.0.0:2->2"}, 29999},
 		{"exclusions only", []string{"~22"}, false, side{v4: true},
@@ -192,8 +193,11 @@ func TestPlanAuto(t *testing.T) {
 		want  []string
 	}{
 		{[]string{"auto"}, []string{"TCP 0.0.0.0:22->22", "TCP 0.0.0.0:80->80", "TCP 0.0.0.0:3005->3005", "TCP 0.0.0.0:8000->8000"}},
+		// Ports with auto: only those, while listening.
+		{[]string{"8000-8010,auto"}, []string{"TCP 0.0.0.0:8000->8000"}},
+		{[]string{"20-3004,auto"}, []string{"TCP 0.0.0.0:22->22", "TCP 0.0.0.0:80->80"}},
 		// Static rules win: 8000 is forwarded statically, not by auto.
-		{[]string{"8000-8010,auto"}, []string{"TCP 0.0.0.0:22->22", "TCP 0.0.0.0:80->80", "TCP 0.0.0.0:3005->3005"}},
+		{[]string{"auto", "8000"}, []string{"TCP 0.0.0.0:22->22", "TCP 0.0.0.0:80->80", "TCP 0.0.0.0:3005->3005"}},
 		{[]string{"auto,~3000-3010,~22"}, []string{"TCP 0.0.0.0:80->80", "TCP 0.0.0.0:8000->8000"}},
 		{[]string{"::1/auto"}, nil}, // v6 scope with a v4-only side
 		{[]string{"127.0.0.1/auto"}, []string{"TCP 127.0.0.1:22->22", "TCP 127.0.0.1:80->80", "TCP 127.0.0.1:3005->3005", "TCP 127.0.0.1:8000->8000"}},
@@ -252,9 +256,10 @@ func TestAutoUDPSet(t *testing.T) {
 	udp.Add(53)
 	udp.Add(50000) // ephemeral: a client socket
 	tcp.Add(80)
-	got := autoUDPSet(&udp, &tcp, fwdrule.Range{First: 32768, Last: 60999})
-	if !got.Has(53) || !got.Has(80) || got.Has(50000) {
-		t.Errorf("got 53:%v 80:%v 50000:%v, want true true false", got.Has(53), got.Has(80), got.Has(50000))
+	got := autoUDPSet(&udp, &tcp)
+	// The rules, not the scan, keep auto off the ephemeral range.
+	if !got.Has(53) || !got.Has(80) || !got.Has(50000) || got.Has(81) {
+		t.Errorf("got 53:%v 80:%v 50000:%v 81:%v, want true true true false", got.Has(53), got.Has(80), got.Has(50000), got.Has(81))
 	}
 }
 

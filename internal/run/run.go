@@ -17,7 +17,6 @@ import (
 	"github.com/gopasta/gopasta/internal/cmdline"
 	"github.com/gopasta/gopasta/internal/config"
 	"github.com/gopasta/gopasta/internal/ctlsock"
-	"github.com/gopasta/gopasta/internal/fwdrule"
 	"github.com/gopasta/gopasta/internal/logging"
 	"github.com/gopasta/gopasta/internal/portfwd"
 	"github.com/gopasta/gopasta/internal/sandbox"
@@ -292,9 +291,6 @@ func Run(cfg *config.Config) (int, error) {
 // watch and the control socket (either may be nil) name the directories
 // they still use.
 func confine(cfg *config.Config, attach bool, watch *ns.Watch, ctl *ctlsock.Server, logFile io.Closer, log *slog.Logger) (*sandbox.Sandbox, error) {
-	// Auto forwarding reads the host's ephemeral port range through a
-	// descriptor opened on first use: first use is now.
-	_, _ = fwdrule.ReadEphemeralRange()
 	o := sandbox.Options{
 		RunAsInParent: ns.InReexecUserNS(),
 		Debug:         cfg.Debug,
