@@ -1,8 +1,8 @@
 package e2e
 
 // Port forwarding rules as pasta 2026 reads them: ports with auto, auto
-// and the ephemeral range. As root and as uid 65534, like the other
-// forwarding tests.
+// and the ephemeral range, "*" as an address. As root and as uid 65534,
+// like the other forwarding tests.
 
 import (
 	"fmt"
@@ -90,6 +90,52 @@ func TestForwardAutoEphemeral(t *testing.T) {
 			ag2 := e.startAgent(t, "--config-net", "-t", strconv.Itoa(eph+1)+",auto", "-u", "none", "-T", "none", "-U", "none")
 			ag2.must(t, 10*time.Second, "listen", "[::]:"+strconv.Itoa(eph+1))
 			e.waitServing(t, ag2.proc, addrPort("127.0.0.1", eph+1), 5*time.Second)
+		})
+	}
+}
+
+// TestForwardAnyAddress: "*" as the address of a port spec is any address
+// of both families, as no address is (pasta 296d7e3): -t, -u and -T on the
+// command line, and -t through pesto.
+func TestForwardAnyAddress(t *testing.T) {
+	for _, u := range nstest.Users() {
+		t.Run(u.Name, func(t *testing.T) {
+			e := newEnv(t, u, hostSetup{peers: true})
+			c := newCtl(t, e)
+			const tp, up, tT, added = 18401, 18402, 18403, 18404
+			hostDir := nstest.TempDir(t)
+			for _, a := range []string{"127.0.0.1", "[::1]"} {
+				e.serveTCP(t, fmt.Sprintf("%s:%d", a, tT), hostDir)
+			}
+			ag := e.startAgent(t, "--config-net", "-c", c.sock, "-t", "*/"+strconv.Itoa(tp), "-u", "*/"+strconv.Itoa(up),
+				"-T", "*/"+strconv.Itoa(tT), "-U", "none")
+			ag.serve(t, tp)
+			ag.serve(t, added)
+			var udpAddrs []string
+			for _, a := range []string{ns4, "127.0.0.1", "[" + ns6 + "]", "[::1]"} {
+				udpAddrs = append(udpAddrs, fmt.Sprintf("%s:%d", a, up))
+			}
+			ag.must(t, 10*time.Second, append([]string{"udpecho"}, udpAddrs...)...)
+
+			c.wantListing(t, "at start", []string{
+				fmt.Sprintf("TCP [*]:%d  =>  %d ", tp, tp),
+				fmt.Sprintf("UDP [*]:%d  =>  %d ", up, up),
+			}, []string{fmt.Sprintf("TCP [*]%%lo:%d  =>  %d ", tT, tT)})
+			reachable(t, e, "-t */PORT", tp, paths()...)
+			for _, p := range paths() {
+				if err := e.udpEcho(p.local, addrPort(p.dst, up)); err != nil {
+					t.Errorf("-u */PORT: %s: %v", p.name, err)
+				}
+			}
+			for _, a := range []string{"127.0.0.1", "[::1]"} {
+				dst := fmt.Sprintf("%s:%d", a, tT)
+				if _, err := ag.do(15*time.Second, "put", dst, "2048", "5"); err != nil {
+					t.Errorf("-T */PORT: namespace to %s: %v", dst, err)
+				}
+			}
+
+			c.must(t, "-A", "-t", "*/"+strconv.Itoa(added))
+			reachable(t, e, "pesto -A -t */PORT", added, paths()...)
 		})
 	}
 }

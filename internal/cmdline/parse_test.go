@@ -312,6 +312,10 @@ func TestOptions(t *testing.T) {
 			return hostRules(c), []string{"TCP [*]:8000-8010  =>  8000-8010  (auto-scan)"}
 		}},
 		{"-t 22 -t 80", func(c *config.Config) (any, any) { return tcpRules(c), "22->22 80->80" }},
+		{"-t */8080 -u none", func(c *config.Config) (any, any) { return hostRules(c), []string{"TCP [*]:8080  =>  8080"} }},
+		{"-T */53 -T *%lo/54", func(c *config.Config) (any, any) {
+			return [2]string{c.Ports.TCPNS[0].Value, c.Ports.TCPNS[1].Ifname}, [2]string{"*/53", "lo"}
+		}},
 		{"-t none -u none -T none -U none", func(c *config.Config) (any, any) {
 			host, splice, err := c.Ports.Tables(fwdrule.AllCaps, fwdrule.DefaultEphemeral)
 			return [3]any{len(host.Rules), len(splice.Rules), err}, [3]any{0, 0, nil}

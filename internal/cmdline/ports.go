@@ -96,8 +96,9 @@ PORTS is a comma-separated list of these items:
 	all[:TADDR]         every port but the ephemeral ones
 	auto                only while bound on the other side
 
-ADDR and TADDR are IPv4 or IPv6 addresses, optionally in brackets; IF is an
-interface name. A SPEC that names no port ("all", "auto", or exclusions
+ADDR and TADDR are IPv4 or IPv6 addresses, optionally in brackets; ADDR
+may also be "*", any address of both families, as when it is left out. IF
+is an interface name. A SPEC that names no port ("all", "auto", or exclusions
 only) stands for every port but the host's ephemeral ones
 (net.ipv4.ip_local_port_range). With "auto", the ports of the SPEC are
 forwarded only while their target port is bound on the other side: in the
@@ -111,6 +112,7 @@ address. For example:
 
 	-t 8080:80            host port 8080 to the namespace's port 80
 	-t 127.0.0.1/8443:443 the same, listening on 127.0.0.1 only
+	-t *%eth0/8080        port 8080 of any address, through eth0 only
 	-t 2000-5000,~3000    ports 2000 to 5000 but 3000
 	-t 8000-8010,auto     a port of 8000 to 8010 while the namespace
 	                      listens on it, and no other port

@@ -63,7 +63,14 @@ func TestCommandLine(t *testing.T) {
 		{[]string{"%eth0/22"}, []string{"TCP [*]%eth0:22  =>  22"}},
 		{[]string{"fe80::1%eth0/22"}, []string{"TCP [fe80::1]%eth0:22  =>  22"}},
 		{[]string{"[::1]/8080"}, []string{"TCP [::1]:8080  =>  8080"}},
+		// "*", or no address before the '/': any address of both
+		// families (pasta 296d7e3).
 		{[]string{"*/8080", "/8081"}, []string{"TCP [*]:8080  =>  8080", "TCP [*]:8081  =>  8081"}},
+		{[]string{"*%eth0/22", "*/80:192.0.2.5/8080", "*/auto"}, []string{"TCP [*]%eth0:22  =>  22", "TCP [0.0.0.0]:80  =>  192.0.2.5:8080",
+			"TCP [*]:1-21  =>  1-21  (best effort) (auto-scan)", "TCP [*]:23-79  =>  23-79  (best effort) (auto-scan)",
+			"TCP [*]:81-32767  =>  81-32767  (best effort) (auto-scan)", "TCP [*]:61000-65535  =>  61000-65535  (best effort) (auto-scan)"}},
+		{[]string{"*/~22"}, []string{"TCP [*]:1-21  =>  1-21  (best effort)",
+			"TCP [*]:23-32767  =>  23-32767  (best effort)", "TCP [*]:61000-65535  =>  61000-65535  (best effort)"}},
 		{[]string{"0.0.0.0/5000:192.0.2.5/6000"}, []string{"TCP [0.0.0.0]:5000  =>  192.0.2.5:6000"}},
 		// A target address without a listening address listens on its
 		// family's any address, not dual-stack (pasta refuses it).
@@ -295,6 +302,19 @@ func TestTables(t *testing.T) {
 			"SPLICE",
 			"TCP [127.0.0.1]:53  =>  53",
 			"TCP [*]%lo:80  =>  80",
+		}},
+		{"* in every option", []string{"*/80"}, []string{"*/53"}, []string{"*/8080"}, []string{"*/5353"}, dual, []string{
+			"HOST",
+			"TCP [*]:80  =>  80",
+			"UDP [*]:53  =>  53",
+			"SPLICE",
+			"TCP [*]%lo:8080  =>  8080",
+			"UDP [*]%lo:5353  =>  5353",
+		}},
+		{"* with one family", []string{"*/80"}, none, none, none, v4, []string{
+			"HOST",
+			"TCP [0.0.0.0]:80  =>  80",
+			"SPLICE",
 		}},
 		{"all, ephemeral range left out", []string{"all"}, none, none, none, dual, []string{
 			"HOST",

@@ -61,8 +61,8 @@ SPEC is none, or [ADDR[%%IF]/]PORTS as for gopasta -t: PORTS is a
 comma-separated list of N[-M][:T[-U]] (forward N to T), N[-M]:ADDR[/T[-U]]
 (to another target address), ~N[-M] (leave out), all (every non-ephemeral
 port) and auto (only while listening on the other side; alone, every
-non-ephemeral port). -T and -U take no ADDR or IF: they listen on the
-namespace's loopback.
+non-ephemeral port). ADDR * is any address, as no ADDR. -T and -U take no
+ADDR or IF: they listen on the namespace's loopback.
 Examples:
   %[1]s SOCK                       list the rules
   %[1]s -A -t 8080:80 SOCK         also forward host port 8080 to 80
