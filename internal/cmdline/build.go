@@ -355,36 +355,6 @@ func buildOffloads(c *cli.Context, cfg *config.Config) error {
 	return nil
 }
 
-func buildPorts(c *cli.Context, cfg *config.Config) error {
-	for _, o := range []struct {
-		name     string
-		disabled bool
-		proto    string
-		dst      *config.PortSpec
-	}{
-		{"tcp-ports", cfg.NoTCP, "tcp", &cfg.TCPPorts},
-		{"udp-ports", cfg.NoUDP, "udp", &cfg.UDPPorts},
-		{"tcp-ns", cfg.NoTCP, "tcp", &cfg.TCPNSPorts},
-		{"udp-ns", cfg.NoUDP, "udp", &cfg.UDPNSPorts},
-	} {
-		specs := stringSlice(c, o.name)
-		if len(specs) == 0 {
-			// Left PortsUnset: the engine applies pasta's default (auto),
-			// and for UDP merges in the TCP ports, as config.PortSpec says.
-			continue
-		}
-		if o.disabled {
-			return usagef("--%s given but --no-%s disables %s", o.name, o.proto, strings.ToUpper(o.proto))
-		}
-		ps, err := portOption(o.name, specs)
-		if err != nil {
-			return err
-		}
-		*o.dst = ps
-	}
-	return nil
-}
-
 // buildTarget decides between spawn and attach mode from the positional
 // arguments, --netns and --userns, as pasta does: with --netns there must be
 // no arguments; a single all-digits argument is a PID; anything else is the

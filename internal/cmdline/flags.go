@@ -106,7 +106,7 @@ func flags() []cli.Flag {
 		boolFlag(catMapping, "no-map-gw", "", "Don't map the gateway address to the host's loopback"),
 		sliceFlag(catMapping, "map-guest-addr", "", "Namespace traffic to `ADDR` goes to the host's own address, or none", "none"),
 
-		sliceFlag(catPorts, "tcp-ports", "t", "Forward host TCP ports to the namespace: `SPEC` is none, auto, or [ADDR[%IF]/]PORTS (repeatable)", "auto"),
+		sliceFlag(catPorts, "tcp-ports", "t", "Forward host TCP ports to the namespace: `SPEC` is none or [ADDR[%IF]/]PORTS, e.g. 8080:80 or 8000-8010,auto (repeatable; PORT FORWARDING in gopasta(1))", "auto"),
 		sliceFlag(catPorts, "udp-ports", "u", "Forward host UDP ports to the namespace, `SPEC` as for -t (repeatable)", "auto"),
 		sliceFlag(catPorts, "tcp-ns", "T", "Forward namespace loopback TCP ports to the host, `SPEC` as for -t (repeatable)", "auto"),
 		sliceFlag(catPorts, "udp-ns", "U", "Forward namespace loopback UDP ports to the host, `SPEC` as for -t (repeatable)", "auto"),

@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/netip"
 	"time"
+
+	"github.com/gopasta/gopasta/internal/fwdrule"
 )
 
 // Mode says how gopasta finds the namespace it serves.
@@ -127,8 +129,10 @@ type Config struct {
 	NoSplice     bool
 	SpliceOnly   bool
 
-	// Ports: host to namespace (-t, -u) and namespace to host (-T, -U).
-	TCPPorts, UDPPorts, TCPNSPorts, UDPNSPorts PortSpec
+	// Ports: host to namespace (-t, -u) and namespace to host (-T, -U),
+	// checked against each other; port forwarding builds its tables
+	// from them (fwdrule.Options.Tables).
+	Ports fwdrule.Options
 
 	// Offloads.
 	Vhost   VhostMode // --vhost

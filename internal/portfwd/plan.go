@@ -8,7 +8,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/gopasta/gopasta/internal/config"
 	"github.com/gopasta/gopasta/internal/fwdrule"
 	"github.com/gopasta/gopasta/internal/sock"
 )
@@ -185,7 +184,7 @@ func planStatic(t *fwdrule.Table, f side) []listenPlan {
 // planScan lists the sockets the table's auto rules want while the
 // target ports in tcp and udp listen on the other side (our own sockets
 // there already left out by the caller).
-func planScan(t *fwdrule.Table, f side, tcp, udp *config.PortSet) []listenPlan {
+func planScan(t *fwdrule.Table, f side, tcp, udp *fwdrule.PortSet) []listenPlan {
 	var out []listenPlan
 	for i := range t.Rules {
 		r := &t.Rules[i]

@@ -24,7 +24,7 @@ type nsSockPool struct {
 	// limit, sockets made ahead of need would take the descriptors
 	// that the loops' spares and the connections being set up need.
 	hold   func() bool
-	fam    [2]chan int              // by family: [0] IPv4, [1] IPv6
+	fam    [2]chan int // by family: [0] IPv4, [1] IPv6
 	refill chan struct{}
 	stop   chan struct{}
 	wg     sync.WaitGroup

@@ -53,7 +53,6 @@ import (
 	"time"
 
 	"github.com/gopasta/gopasta/fwd"
-	"github.com/gopasta/gopasta/internal/config"
 	"github.com/gopasta/gopasta/internal/fwdrule"
 	"github.com/gopasta/gopasta/internal/limit"
 	"github.com/gopasta/gopasta/internal/sockdiag"
@@ -68,47 +67,14 @@ type Engine interface {
 	SetSpliceHook(fwd.SpliceHook)
 }
 
-// Rules are the four forwarding options, pasta's defaults applied, as
-// the command line gave them; Start turns them into the tables.
-type Rules struct {
-	TCP, UDP     config.PortSpec // host to namespace (-t, -u)
-	TCPNS, UDPNS config.PortSpec // namespace to host (-T, -U)
+// Config is what a Forwarder needs from the rest of the run.
+type Config struct {
+	// Ports are the command line's -t, -u, -T and -U; Start builds the
+	// tables from them.
+	Ports fwdrule.Options
 	// NoTCP, NoUDP (--no-tcp, --no-udp): the tables cannot hold rules
 	// of the protocol, not even through the control socket.
 	NoTCP, NoUDP bool
-}
-
-// RulesFrom applies pasta's defaults to the command line's port options:
-// auto where an option is absent, UDP forwarding what TCP does unless -u
-// or -U says otherwise, nothing for a protocol turned off.
-func RulesFrom(cfg *config.Config) Rules {
-	r := Rules{
-		TCP: defaultSpec(cfg.TCPPorts), TCPNS: defaultSpec(cfg.TCPNSPorts),
-		UDP:   config.MergeUDPFromTCP(cfg.TCPPorts, cfg.UDPPorts),
-		UDPNS: config.MergeUDPFromTCP(cfg.TCPNSPorts, cfg.UDPNSPorts),
-		NoTCP: cfg.NoTCP, NoUDP: cfg.NoUDP,
-	}
-	none := config.PortSpec{Mode: config.PortsNone}
-	if cfg.NoTCP {
-		r.TCP, r.TCPNS = none, none
-	}
-	if cfg.NoUDP {
-		r.UDP, r.UDPNS = none, none
-	}
-	return r
-}
-
-// defaultSpec applies pasta's default (auto) to an unset option.
-func defaultSpec(s config.PortSpec) config.PortSpec {
-	if s.Mode == config.PortsUnset {
-		return config.DefaultPortSpec()
-	}
-	return s
-}
-
-// Config is what a Forwarder needs from the rest of the run.
-type Config struct {
-	Rules Rules
 	// Engine serves host listeners; nil with --splice-only.
 	Engine Engine
 	// InNS runs f on a thread inside the namespace and returns its
@@ -133,7 +99,7 @@ type Config struct {
 	Refusals *limit.Refusals
 	// Listening, when set, reports the listening TCP and bound UDP ports
 	// of one side for auto forwarding instead of the kernel (tests).
-	Listening func(nsSide bool) (tcp, udp config.PortSet, err error)
+	Listening func(nsSide bool) (tcp, udp fwdrule.PortSet, err error)
 	// Gate, when set, holds back serving (the splice loop, auto scans,
 	// bind retries) until it closes: the sandbox goes on in between
 	// (internal/sandbox). Listeners are open when Start returns either way.
@@ -180,14 +146,14 @@ type Forwarder struct {
 	tables [2]fwdrule.Table // in force, HOST and SPLICE
 	// Ports we listen on, per side and protocol, so auto forwarding does
 	// not mirror our own sockets back.
-	ownHost, ownNS [2]config.PortSet
+	ownHost, ownNS [2]fwdrule.PortSet
 	closed         bool
 }
 
 // closer ends one listener.
 type closer func()
 
-// Start converts the rules into the tables, opens every listener they ask
+// Start builds the tables from the port options, opens every listener they ask
 // for (failing on a strict one that cannot be bound), starts the splice
 // forwarder, installs the engine's splice hook and starts the once-a-second
 // loop of auto scanning and bind retries. The listeners are open when it
@@ -200,11 +166,11 @@ func Start(ctx context.Context, cfg Config) (*Forwarder, error) {
 	if cfg.InNS == nil {
 		return nil, errors.New("portfwd: Config.InNS is required")
 	}
-	r := &cfg.Rules
-	caps := capsFor(cfg.IPv4, cfg.IPv6, r.NoTCP, r.NoUDP, ifnameWorks())
-	tables, err := tablesFrom(r, caps)
-	if err != nil {
-		return nil, err
+	caps := capsFor(cfg.IPv4, cfg.IPv6, cfg.NoTCP, cfg.NoUDP, ifnameWorks())
+	var tables [2]fwdrule.Table
+	var err error
+	if tables[tHost], tables[tNS], err = cfg.Ports.Tables(caps, fwdrule.Ephemeral()); err != nil {
+		return nil, &ConfigError{Err: err}
 	}
 	pf := &Forwarder{
 		cfg: cfg, log: log, caps: caps,

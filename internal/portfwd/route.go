@@ -10,7 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gopasta/gopasta/fwd"
-	"github.com/gopasta/gopasta/internal/config"
+	"github.com/gopasta/gopasta/internal/fwdrule"
 	"github.com/gopasta/gopasta/internal/limit"
 	"github.com/gopasta/gopasta/internal/sock"
 	"github.com/gopasta/gopasta/splice"
@@ -114,7 +114,7 @@ func (pf *Forwarder) ensurePool() {
 	}
 }
 
-func (pf *Forwarder) own(nsSide bool) *[2]config.PortSet {
+func (pf *Forwarder) own(nsSide bool) *[2]fwdrule.PortSet {
 	if nsSide {
 		return &pf.ownNS
 	}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/gopasta/gopasta/fwd"
-	"github.com/gopasta/gopasta/internal/config"
+	"github.com/gopasta/gopasta/internal/fwdrule"
 	"github.com/gopasta/gopasta/internal/nstest"
 	"github.com/gopasta/gopasta/internal/sock"
 )
@@ -21,8 +21,8 @@ import (
 func TestSpliceHookLateUDP(t *testing.T) {
 	eng := &recordingEngine{}
 	pf, err := Start(context.Background(), Config{
-		Rules: tcpOnly(t), Engine: eng, InNS: func(f func() error) error { return f() }, IPv4: true,
-		Listening: func(bool) (tcp, udp config.PortSet, err error) { return },
+		Ports: tcpOnly(t), Engine: eng, InNS: func(f func() error) error { return f() }, IPv4: true,
+		Listening: func(bool) (tcp, udp fwdrule.PortSet, err error) { return },
 	})
 	if err != nil {
 		t.Fatalf("Start: %v", err)

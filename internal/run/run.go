@@ -215,7 +215,7 @@ func Run(cfg *config.Config) (int, error) {
 	// Port forwarding (-t, -u, -T, -U): listeners open before the
 	// command starts or the pid file says we are ready.
 	fc := portfwd.Config{
-		Rules: portfwd.RulesFrom(cfg), InNS: th.Do,
+		Ports: cfg.Ports, NoTCP: cfg.NoTCP, NoUDP: cfg.NoUDP, InNS: th.Do,
 		IPv4: plan.IPv4, IPv6: plan.IPv6,
 		NSAddr4: es.params.Addr4, NSAddr6: es.params.Addr6,
 		NoSplice: cfg.NoSplice, SpliceOnly: cfg.SpliceOnly, HostLoToNSLo: cfg.HostLoToNSLo,
@@ -303,9 +303,6 @@ func Run(cfg *config.Config) (int, error) {
 // watch and the control socket (either may be nil) name the directories
 // they still use.
 func confine(cfg *config.Config, attach bool, watch *ns.Watch, ctl *ctlsock.Server, logFile io.Closer, log *slog.Logger) (*sandbox.Sandbox, error) {
-	// Auto forwarding reads the host's ephemeral port range through a
-	// descriptor opened on first use: first use is now.
-	_, _ = config.ReadEphemeralRange()
 	o := sandbox.Options{
 		RunAsInParent: ns.InReexecUserNS(),
 		Debug:         cfg.Debug,
