@@ -335,7 +335,6 @@ func (e *Engine) newFlow(p *packet, proto uint8) int32 {
 	}
 	f := &e.ft.flows[idx]
 	f.v6 = p.v6
-	f.NSAddr, f.DstAddr = p.src, p.dst
 	f.NSPort, f.DstPort = p.sport, p.dport
 	e.ctr.flows[proto].Add(1)
 	e.ctr.opened.Add(1)
@@ -360,7 +359,6 @@ func (e *Engine) newFlowFor(ipProto uint8, proto uint8, nsSide, peer netip.AddrP
 	}
 	f := &e.ft.flows[idx]
 	f.v6 = nsSide.Addr().Is6()
-	f.NSAddr, f.DstAddr = nsSide.Addr(), peer.Addr()
 	f.NSPort, f.DstPort = nsSide.Port(), peer.Port()
 	e.ctr.flows[proto].Add(1)
 	e.ctr.opened.Add(1)

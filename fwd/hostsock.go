@@ -40,7 +40,7 @@ func (e *Engine) openFlow(p *packet, proto uint8, hostDst netip.Addr, s hostSock
 		return -1, nil
 	}
 	f := e.flow(idx)
-	f.HostAddr = hostDst
+	f.setHostAddr(hostDst)
 	fd, err := e.hostSocket(idx, s)
 	if err != nil {
 		e.drop(DropHostSocket)
@@ -52,7 +52,7 @@ func (e *Engine) openFlow(p *packet, proto uint8, hostDst netip.Addr, s hostSock
 }
 
 // hostSocket opens flow idx's host socket as s describes it, connects it
-// to f.HostAddr port f.DstPort (a TCP connect may still be in progress)
+// to f.HostAddr() port f.DstPort (a TCP connect may still be in progress)
 // and registers it with epoll: edge-triggered for TCP (tcp.go says why),
 // level-triggered for datagrams.
 //
@@ -73,7 +73,7 @@ func (e *Engine) openFlow(p *packet, proto uint8, hostDst netip.Addr, s hostSock
 // flow makes room (outOfDescriptors). Errors are the system calls' own.
 func (e *Engine) hostSocket(idx int32, s hostSock) (fd int, err error) {
 	f := e.flow(idx)
-	v6 := f.HostAddr.Is6()
+	v6 := f.HostAddr().Is6()
 	domain := unix.AF_INET
 	if v6 {
 		domain = unix.AF_INET6
@@ -100,7 +100,7 @@ func (e *Engine) hostSocket(idx int32, s hostSock) (fd int, err error) {
 	} else if err = e.recvErr(fd, v6); err != nil {
 		return fd, err
 	}
-	local, ifname := e.outbound(f.HostAddr)
+	local, ifname := e.outbound(f.HostAddr())
 	if ifname != "" {
 		if err = e.sys.bindToDevice(fd, ifname); err != nil {
 			return fd, err
@@ -119,7 +119,7 @@ func (e *Engine) hostSocket(idx int32, s hostSock) (fd int, err error) {
 			return fd, err
 		}
 	}
-	err = e.sys.connect(fd, e.sa.Of(f.HostAddr, f.DstPort, v6))
+	err = e.sys.connect(fd, e.sa.Of(f.HostAddr(), f.DstPort, v6))
 	if err != nil && !errors.Is(err, unix.EINPROGRESS) {
 		return fd, err
 	}

@@ -193,7 +193,7 @@ func TestHostSocketError(t *testing.T) {
 		}
 		for range 2 { // the socket fails, then binding it to the interface
 			idx := d.e.newFlow(&p, protoUDP)
-			d.e.flow(idx).HostAddr = ext
+			d.e.flow(idx).setHostAddr(ext)
 			fd, err := d.e.hostSocket(idx, hostSock{typ: unix.SOCK_DGRAM, port: 1000})
 			if fd != -1 || !errors.Is(err, en) {
 				t.Errorf("got %d, %v; want -1, %v", fd, err, en)

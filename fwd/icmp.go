@@ -136,7 +136,7 @@ func (c *icmpTr) sockEvent(e *Engine, idx int32, events uint32) {
 		if ln < header.ICMPv4MinimumSize || msg[0] != reply {
 			continue
 		}
-		e.writeHeaders(b, f.v6, proto, f.DstAddr, f.NSAddr, ln)
+		e.writeHeaders(b, f.v6, proto, f.DstAddr(), f.NSAddr(), ln)
 		if f.v6 {
 			ic := header.ICMPv6(msg)
 			ic.SetIdent(f.NSPort)
@@ -207,8 +207,8 @@ const (
 // from the (mapped) offender when a router on the way sent it.
 func (e *Engine) icmpErrorToNS(f *Flow, ee unix.SockExtendedErr, offender netip.Addr, proto uint8, l4hdr, payload []byte) {
 	v6 := f.v6
-	from := f.DstAddr
-	if offender.IsValid() && offender != f.HostAddr {
+	from := f.DstAddr()
+	if offender.IsValid() && offender != f.HostAddr() {
 		if a, ok := e.nat.FromHost(offender); ok && a.Is6() == v6 {
 			from = a
 		}
@@ -224,17 +224,17 @@ func (e *Engine) icmpErrorToNS(f *Flow, ee unix.SockExtendedErr, offender netip.
 	}
 	l4len := header.ICMPv4MinimumSize + iph + len(l4hdr) + len(payload)
 	b := e.txBuf()
-	o := e.writeHeaders(b, v6, icmpProto, from, f.NSAddr, l4len)
+	o := e.writeHeaders(b, v6, icmpProto, from, f.NSAddr(), l4len)
 	q := o + header.ICMPv4MinimumSize
 	if v6 {
 		header.IPv6(b[q:]).Encode(&header.IPv6Fields{
 			PayloadLength: uint16(fullL4), NextHeader: proto, HopLimit: 64,
-			Src: f.NSAddr, Dst: f.DstAddr,
+			Src: f.NSAddr(), Dst: f.DstAddr(),
 		})
 	} else {
 		header.IPv4(b[q:]).Encode(&header.IPv4Fields{
 			TotalLength: uint16(iph + fullL4), TTL: 64, Protocol: proto,
-			Flags: header.IPv4FlagDontFragment, Src: f.NSAddr, Dst: f.DstAddr,
+			Flags: header.IPv4FlagDontFragment, Src: f.NSAddr(), Dst: f.DstAddr(),
 		})
 	}
 	copy(b[q+iph:], l4hdr)

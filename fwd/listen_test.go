@@ -12,6 +12,7 @@ import (
 
 	"github.com/gopasta/gopasta/internal/header"
 	"github.com/gopasta/gopasta/internal/limit"
+	"github.com/gopasta/gopasta/internal/nstest"
 	"github.com/gopasta/gopasta/internal/sock"
 )
 
@@ -370,33 +371,18 @@ func TestListenerOutOfDescriptors(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer unix.Close(cfd)
-			var old unix.Rlimit
-			if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
-				t.Fatal(err)
-			}
-			lowest, err := unix.Dup(0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			unix.Close(lowest)
-			low := old
-			low.Cur = uint64(lowest) // every descriptor below is in use: none left
-			if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &low); err != nil {
-				t.Fatal(err)
-			}
 			runEngine(t, e)
-			err = unix.Connect(cfd, &unix.SockaddrInet4{Port: int(port), Addr: [4]byte{127, 0, 0, 1}})
 			var rerr error
-			if err == nil && spare {
-				tv := unix.NsecToTimeval(int64(2 * time.Second))
-				unix.SetsockoptTimeval(cfd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
-				_, rerr = unix.Read(cfd, make([]byte, 1))
-			} else if err == nil {
-				time.Sleep(50 * time.Millisecond) // the listener fails and pauses
-			}
-			if serr := unix.Setrlimit(unix.RLIMIT_NOFILE, &old); serr != nil {
-				t.Fatal(serr)
-			}
+			nstest.RunOutOfDescriptors(t, func() {
+				err = unix.Connect(cfd, &unix.SockaddrInet4{Port: int(port), Addr: [4]byte{127, 0, 0, 1}})
+				if err == nil && spare {
+					tv := unix.NsecToTimeval(int64(2 * time.Second))
+					unix.SetsockoptTimeval(cfd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+					_, rerr = unix.Read(cfd, make([]byte, 1))
+				} else if err == nil {
+					time.Sleep(50 * time.Millisecond) // the listener fails and pauses
+				}
+			})
 			if err != nil {
 				t.Fatalf("connect: %v", err)
 			}

@@ -135,7 +135,7 @@ const (
 // socket's family, which is its host address's: hostSocket opens it by
 // that address, and an accepted socket's listener is IPv6-only.
 func (t *tcpTr) peekCapOf(f *Flow) *peekCap {
-	if f.HostAddr.Is6() {
+	if f.HostAddr().Is6() {
 		return &t.peekOff[1]
 	}
 	return &t.peekOff[0]
@@ -275,7 +275,7 @@ func (t *tcpTr) segmentSize(e *Engine, v6 bool, mss uint16) uint16 {
 	return min(mss, limit)
 }
 
-// usePeekOff enables SO_PEEK_OFF on fd, f's new host socket (f.HostAddr
+// usePeekOff enables SO_PEEK_OFF on fd, f's new host socket (f.HostAddr()
 // set). The family's first socket, whichever side opened it, probes for
 // it; without it, peeks start at the head every time (scratch takes what
 // is in flight).
@@ -784,7 +784,7 @@ func (t *tcpTr) sockEvent(e *Engine, idx int32, events uint32) {
 			e.closeFlow(idx)
 			return
 		}
-		c.isn = t.isn.ISN(netip.AddrPortFrom(f.DstAddr, f.DstPort), netip.AddrPortFrom(f.NSAddr, f.NSPort), e.nowT)
+		c.isn = t.isn.ISN(netip.AddrPortFrom(f.DstAddr(), f.DstPort), netip.AddrPortFrom(f.NSAddr(), f.NSPort), e.nowT)
 		c.seqToNS, c.seqAckedByNS, c.seqMax = c.isn.Add(1), c.isn.Add(1), c.isn.Add(1)
 		c.state = tcpSynAckSent
 		t.sendSynAck(e, idx)
@@ -1018,7 +1018,7 @@ func (t *tcpTr) segmentWin(e *Engine, idx int32, b []byte, flags uint8, seq seqn
 	f := e.flow(idx)
 	thLen := header.TCPMinimumSize + len(opts)
 	l4len := thLen + plen
-	o := e.writeHeaders(b, f.v6, header.ProtocolTCP, f.DstAddr, f.NSAddr, l4len)
+	o := e.writeHeaders(b, f.v6, header.ProtocolTCP, f.DstAddr(), f.NSAddr(), l4len)
 	th := header.TCP(b[o : o+l4len])
 	ack := uint32(0)
 	if flags&header.TCPFlagACK != 0 {
@@ -1121,7 +1121,7 @@ func (e *Engine) tcpFromHost(fd int, peer, to netip.AddrPort) error {
 	}
 	f := e.flow(idx)
 	f.Fd = fd
-	f.HostAddr = peer.Addr()
+	f.setHostAddr(peer.Addr())
 	e.sys.setsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
 	if err := t.usePeekOff(e, fd, f); err != nil {
 		e.sys.abort(fd)

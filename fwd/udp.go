@@ -121,7 +121,7 @@ func (u *udpTr) frames(e *Engine, idx int32, pkts []*packet) {
 				f.Flags |= flagNoGSO
 				m, sent = u.send.Fill(u.sendIov[done:n], false), 0
 				if e.debug {
-					e.log.Debug("udp: host refused segmentation offload, sending datagrams singly", "dst", f.HostAddr, "port", f.DstPort, "err", err)
+					e.log.Debug("udp: host refused segmentation offload, sending datagrams singly", "dst", f.HostAddr(), "port", f.DstPort, "err", err)
 				}
 				continue
 			}
@@ -250,7 +250,7 @@ func (e *Engine) udpMaxPayload(v6 bool) int {
 // returns its length.
 func (e *Engine) udpFrame(b []byte, f *Flow, n int) (int, *header.VirtioNetHdrFields) {
 	l4len := header.UDPMinimumSize + n
-	o := e.writeHeaders(b, f.v6, header.ProtocolUDP, f.DstAddr, f.NSAddr, l4len)
+	o := e.writeHeaders(b, f.v6, header.ProtocolUDP, f.DstAddr(), f.NSAddr(), l4len)
 	ud := header.UDP(b[o : o+l4len])
 	ud.Encode(f.DstPort, f.NSPort, uint16(l4len))
 	ps := pseudoSum(b, f.v6, header.ProtocolUDP, l4len)

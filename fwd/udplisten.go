@@ -136,7 +136,7 @@ func (e *Engine) udpListenerBatch(l *listener) (n, asked int, created bool) {
 			if idx < 0 {
 				continue
 			}
-		} else if e.flow(idx).HostAddr != peer.Addr() {
+		} else if e.flow(idx).HostAddr() != peer.Addr() {
 			// Another host peer already appears as this namespace
 			// peer (see acceptTCP).
 			e.drop(DropHostSocket)
@@ -158,7 +158,7 @@ func (e *Engine) udpFromHost(l *listener, local, peer, nsSide, nsPeer netip.Addr
 		return -1
 	}
 	f := e.flow(idx)
-	f.HostAddr = peer.Addr()
+	f.setHostAddr(peer.Addr())
 	fd, err := e.udpReplySocket(l, local, peer, idx)
 	if err == nil {
 		if err = e.sys.watch(fd, idx, f.gen, unix.EPOLLIN); err != nil {

@@ -193,31 +193,16 @@ func TestTCPListenerRefusesOutOfDescriptors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var old unix.Rlimit
-	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
-		t.Fatal(err)
-	}
-	lowest, err := unix.Dup(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	unix.Close(lowest)
-	low := old
-	low.Cur = uint64(lowest) // every descriptor below is in use: none left
-	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &low); err != nil {
-		t.Fatal(err)
-	}
-	err = unix.Connect(cfd, &unix.SockaddrInet4{Port: int(addr.Port()), Addr: addr.Addr().As4()})
 	var got [1]byte
 	var rerr error
-	if err == nil {
-		tv := unix.NsecToTimeval(int64(testTimeout))
-		unix.SetsockoptTimeval(cfd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
-		_, rerr = unix.Read(cfd, got[:])
-	}
-	if serr := unix.Setrlimit(unix.RLIMIT_NOFILE, &old); serr != nil {
-		t.Fatal(serr)
-	}
+	nstest.RunOutOfDescriptors(t, func() {
+		err = unix.Connect(cfd, &unix.SockaddrInet4{Port: int(addr.Port()), Addr: addr.Addr().As4()})
+		if err == nil {
+			tv := unix.NsecToTimeval(int64(testTimeout))
+			unix.SetsockoptTimeval(cfd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+			_, rerr = unix.Read(cfd, got[:])
+		}
+	})
 	unix.Close(cfd)
 	if err != nil {
 		t.Fatalf("connect: %v", err)

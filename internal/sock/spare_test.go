@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gopasta/gopasta/internal/nstest"
 )
 
 // TestSpareRefuse: with no descriptor left, Refuse resets every waiting
@@ -47,28 +49,15 @@ func TestSpareRefuse(t *testing.T) {
 		defer c.Close()
 		clients = append(clients, c)
 	}
-	// Out of descriptors: the limit at the lowest free number.
-	var old unix.Rlimit
-	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
-		t.Fatal(err)
-	}
-	lowest, err := unix.Dup(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	unix.Close(lowest)
-	low := old
-	low.Cur = uint64(lowest)
-	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &low); err != nil {
-		t.Fatal(err)
-	}
 	var acc Acceptor
-	_, _, aerr := acc.Accept(lfd)
-	got, pause := s.Refuse(lfd, &acc, 16)
-	held := s.Held()
-	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
-		t.Fatal(err)
-	}
+	var aerr error
+	var got int
+	var pause, held bool
+	nstest.RunOutOfDescriptors(t, func() {
+		_, _, aerr = acc.Accept(lfd)
+		got, pause = s.Refuse(lfd, &acc, 16)
+		held = s.Held()
+	})
 	if !errors.Is(aerr, unix.EMFILE) {
 		t.Fatalf("accept at the limit: got %v, want EMFILE", aerr)
 	}
