@@ -11,6 +11,9 @@ import (
 // TestAnalyze derives testdata/prog, whose calls before and after its
 // point are known.
 func TestAnalyze(t *testing.T) {
+	if raceDetector {
+		t.Skip("skipped under the race detector (several times slower): the plain run does it")
+	}
 	cfg := Config{
 		Dir: ".", Pattern: "./testdata/prog", GOARCH: "amd64",
 		Point:    "github.com/gopasta/gopasta/internal/sandbox/syscallgraph/testdata/prog.confine",
