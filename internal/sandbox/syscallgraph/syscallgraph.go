@@ -176,14 +176,32 @@ type edge struct {
 }
 
 // Analyze loads the program and derives the system calls made after
-// cfg.Point.
+// cfg.Point: Load, then Program.Analyze.
 func Analyze(cfg Config) (*Result, error) {
+	p, err := Load(cfg.Dir, cfg.Pattern, cfg.GOARCH)
+	if err != nil {
+		return nil, err
+	}
+	return p.Analyze(cfg)
+}
+
+// Program is a loaded program and its call graph, ready for Analyze.
+type Program struct {
+	pkgs     []*packages.Package
+	prog     *ssa.Program
+	fns      map[*ssa.Function]bool // reachable from main (RTA)
+	cha, vta *callgraph.Graph
+}
+
+// Load loads the main package that pattern names in dir, for linux and
+// goarch without cgo, and builds its SSA and call graph.
+func Load(dir, pattern, goarch string) (*Program, error) {
 	lc := &packages.Config{
 		Mode: packages.LoadAllSyntax,
-		Dir:  cfg.Dir,
-		Env:  append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+cfg.GOARCH),
+		Dir:  dir,
+		Env:  append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+goarch),
 	}
-	pkgs, err := packages.Load(lc, cfg.Pattern)
+	pkgs, err := packages.Load(lc, pattern)
 	if err != nil {
 		return nil, err
 	}
@@ -194,25 +212,30 @@ func Analyze(cfg Config) (*Result, error) {
 		}
 	})
 	if len(errs) > 0 {
-		return nil, fmt.Errorf("loading %s: %s", cfg.Pattern, strings.Join(errs, "; "))
+		return nil, fmt.Errorf("loading %s: %s", pattern, strings.Join(errs, "; "))
 	}
 	if len(pkgs) != 1 || pkgs[0].Name != "main" {
-		return nil, fmt.Errorf("%s: want one main package", cfg.Pattern)
+		return nil, fmt.Errorf("%s: want one main package", pattern)
 	}
 	prog, spkgs := ssautil.AllPackages(pkgs, ssa.InstantiateGenerics)
 	prog.Build()
 	mainPkg := spkgs[0]
-
 	reach := rta.Analyze([]*ssa.Function{mainPkg.Func("main"), mainPkg.Func("init")}, true)
-	fns := make(map[*ssa.Function]bool, len(reach.Reachable))
+	p := &Program{pkgs: pkgs, prog: prog, fns: make(map[*ssa.Function]bool, len(reach.Reachable))}
 	for f := range reach.Reachable {
-		fns[f] = true
+		p.fns[f] = true
 	}
-	a := &analysis{cfg: cfg, prog: prog, fns: fns}
-	a.cha = cha.CallGraph(prog)
-	a.index(vta.CallGraph(fns, a.cha))
+	p.cha = cha.CallGraph(prog)
+	p.vta = vta.CallGraph(p.fns, p.cha)
+	return p, nil
+}
 
-	a.linknames(pkgs)
+// Analyze derives the system calls made after cfg.Point (cfg's Dir,
+// Pattern and GOARCH are Load's business).
+func (p *Program) Analyze(cfg Config) (*Result, error) {
+	a := &analysis{cfg: cfg, prog: p.prog, fns: p.fns, cha: p.cha}
+	a.index(p.vta)
+	a.linknames(p.pkgs)
 	return a.run()
 }
 

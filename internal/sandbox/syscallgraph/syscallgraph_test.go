@@ -20,7 +20,11 @@ func TestAnalyze(t *testing.T) {
 		Sync:     []Entry{{Func: "(*github.com/gopasta/gopasta/internal/sandbox/syscallgraph/testdata/prog.thread).Do"}},
 		NoReturn: []string{"syscall.Exit"},
 	}
-	r, err := Analyze(cfg)
+	prog, err := Load(cfg.Dir, cfg.Pattern, cfg.GOARCH)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := prog.Analyze(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +51,7 @@ func TestAnalyze(t *testing.T) {
 	// by thread.loop, which runs after the point: getgid and mkdirat both.
 	noSync := cfg
 	noSync.Sync = nil
-	r, err = Analyze(noSync)
+	r, err = prog.Analyze(noSync)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +68,7 @@ func TestAnalyze(t *testing.T) {
 	// Entries that match nothing are reported.
 	cfg.Cut = []Entry{{Caller: "github.com/gopasta/gopasta/internal/sandbox/syscallgraph/testdata/prog.main", Func: "golang.org/x/sys/unix.Setuid"}}
 	cfg.NotFrame = []Entry{{Func: "github.com/gopasta/gopasta/internal/sandbox/syscallgraph/testdata/prog.ticker"}}
-	r, err = Analyze(cfg)
+	r, err = prog.Analyze(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
