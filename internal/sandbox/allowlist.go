@@ -96,11 +96,11 @@ var allowlist = []rule{
 
 	// The Go runtime.
 	{name: "futex", runtime: true, why: "Go runtime: goroutine parking and locks"},
-	{name: "nanosleep", runtime: true, why: "Go runtime: sysmon and spinning"},
+	{name: "nanosleep", runtime: true, why: "Go runtime: sysmon and spinning; the seccomp supervisor before it exits"},
 	{name: "sched_yield", runtime: true, why: "Go runtime: spinning"},
 	{name: "clock_gettime", runtime: true, why: "Go runtime: time where the vDSO cannot serve it (an unstable clocksource)"},
 	{name: "mmap", runtime: true, why: "Go runtime: heap and stacks, never executable", args: noExecArgs},
-	{name: "munmap", runtime: true, why: "Go runtime: returning memory"},
+	{name: "munmap", runtime: true, why: "Go runtime: returning memory; vhost-net's memory table at exit"},
 	{name: "madvise", runtime: true, why: "Go runtime: returning memory to the kernel"},
 	{name: "mprotect", runtime: true, why: "Go runtime: faulting freed memory (sysFault, in its debugging modes), never executable", args: noExecArgs},
 	{name: "clone", runtime: true, why: "Go runtime: new OS threads only (CLONE_THREAD, no new namespaces)", args: cloneArgs},
@@ -108,7 +108,7 @@ var allowlist = []rule{
 	{name: "rt_sigprocmask", runtime: true, why: "Go runtime: signal masks of new threads"},
 	{name: "rt_sigreturn", runtime: true, why: "Go runtime: return from every signal handler"},
 	{name: "sigaltstack", runtime: true, why: "Go runtime: signal stacks of new threads"},
-	{name: "tgkill", runtime: true, why: "Go runtime: goroutine preemption (SIGURG) and per-thread signals, to our own threads only", args: ownProcessArgs},
+	{name: "tgkill", runtime: true, why: "Go runtime: goroutine preemption (SIGURG) and per-thread signals; the seccomp supervisor's SIGSYS (--debug); to our own threads only", args: ownProcessArgs},
 	{name: "kill", runtime: true, why: "Go runtime: dying of a signal (e.g. SIGPIPE on a closed stdout), to ourselves only", args: ownProcessArgs},
 	{name: "getpid", runtime: true, why: "Go runtime: signals to ourselves"},
 	{name: "gettid", runtime: true, why: "Go runtime: thread ids"},
