@@ -253,14 +253,15 @@ type analysis struct {
 	links    map[*ssa.Function]*ssa.Function         // body-less functions and the functions a go:linkname makes them
 	globals  map[*ssa.Global][]ssa.Value             // values stored into package variables whose address goes nowhere else
 
-	noReturn map[*ssa.Function]bool
-	sync     map[*ssa.Function]bool
-	only     map[ssa.Value]int8       // calledOnly's memo: 1 yes (or being decided), 2 no
-	out      map[*ssa.Function][]edge // effective calls of each function
-	in       map[*ssa.Function][]edge
-	cut      map[ssa.CallInstruction]bool // calls cut whole by Config.Cut and Known
-	cutEdges map[edge]bool                // and single edges
-	stale    []string
+	noReturn   map[*ssa.Function]bool
+	sync       map[*ssa.Function]bool
+	only       map[ssa.Value]int8       // calledOnly's memo: 1 yes (or being decided), 2 no
+	out        map[*ssa.Function][]edge // effective calls of each function
+	in         map[*ssa.Function][]edge
+	cut        map[ssa.CallInstruction]bool // calls cut whole by Config.Cut and Known
+	unresolved []string                     // functions registered for later that cannot be traced
+	cutEdges   map[edge]bool                // and single edges
+	stale      []string
 }
 
 // index records the graph's edges by call and by callee, and where every
@@ -567,6 +568,7 @@ func (a *analysis) run() (*Result, error) {
 	// The system calls.
 	prims := a.primitives()
 	r.Calls, r.Unresolved = a.scan(queue, prims)
+	r.Unresolved = append(r.Unresolved, a.unresolved...)
 	for _, cut := range known {
 		var from []*ssa.Function
 		var sites []ssa.CallInstruction
@@ -587,7 +589,8 @@ func (a *analysis) run() (*Result, error) {
 		}
 		r.KnownPaths = append(r.KnownPaths, path)
 	}
-	sort.Strings(r.Unresolved)
+	slices.Sort(r.Unresolved)
+	r.Unresolved = slices.Compact(r.Unresolved)
 	r.Stale = a.stale
 	return r, nil
 }
@@ -1342,8 +1345,9 @@ func (a *analysis) effective() {
 	}
 }
 
-// finalizers returns the functions f registers with runtime.SetFinalizer
-// or runtime.AddCleanup.
+// finalizers returns the functions f registers for the runtime to call
+// later: with runtime.SetFinalizer, runtime.AddCleanup or time.AfterFunc.
+// One it cannot trace to a function is reported (unresolved).
 func (a *analysis) finalizers(f *ssa.Function) []*ssa.Function {
 	var out []*ssa.Function
 	for _, b := range f.Blocks {
@@ -1353,11 +1357,14 @@ func (a *analysis) finalizers(f *ssa.Function) []*ssa.Function {
 				continue
 			}
 			callee := c.Common().StaticCallee()
-			if callee == nil || callee.Pkg == nil || callee.Pkg.Pkg.Path() != "runtime" {
+			if callee == nil || callee.Pkg == nil {
 				continue
 			}
 			args := c.Common().Args
-			if !(callee.Name() == "SetFinalizer" || strings.HasPrefix(callee.Name(), "AddCleanup")) || len(args) < 2 {
+			switch pkg, name := callee.Pkg.Pkg.Path(), callee.Name(); {
+			case pkg == "runtime" && (name == "SetFinalizer" || strings.HasPrefix(name, "AddCleanup")) && len(args) >= 2:
+			case pkg == "time" && name == "AfterFunc" && len(args) == 2:
+			default:
 				continue
 			}
 			arg := args[1]
@@ -1370,7 +1377,11 @@ func (a *analysis) finalizers(f *ssa.Function) []*ssa.Function {
 					break
 				}
 			}
-			out = append(out, a.trace(arg).fns...)
+			src := a.trace(arg)
+			if !src.ok || len(src.params) > 0 {
+				a.unresolved = append(a.unresolved, fmt.Sprintf("%s: %s registers a function with %s that cannot be traced", a.pos(c.Pos()), f, callee))
+			}
+			out = append(out, src.fns...)
 		}
 	}
 	return out
