@@ -41,8 +41,9 @@
 //     so what a process that exits before the point does is left out, and
 //     so is a frame's code that neither leads to the point nor follows it
 //     (a process that never gets there);
-//   - functions given to runtime.SetFinalizer and runtime.AddCleanup, which
-//     the runtime calls whenever it finds them due.
+//   - functions given to runtime.SetFinalizer, runtime.AddCleanup and
+//     time.AfterFunc, which the runtime calls when it finds them due (one
+//     that cannot be traced to a function is reported).
 //
 // Everything the effective graph reaches from those roots runs after the
 // point. The caller's hand-kept lists, each entry with its reason, correct
