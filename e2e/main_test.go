@@ -20,15 +20,22 @@ import (
 const asMainEnv = "GOPASTA_AS_MAIN"
 
 // TestMain dispatches the roles of the test binary: the namespace-side
-// peer (peerFlag first), gopasta (asMainEnv=1), or the tests, with
-// vmtest.Main's step for its unprivileged isolation mode.
+// peer (peerFlag first), gopasta (asMainEnv=1; with forbiddenEnv=1 too, a
+// gopasta making a forbidden call), or the tests, with vmtest's step for
+// its unprivileged isolation mode. In the seccomp report mode
+// (GOPASTA_SECCOMP=log, as `make test` runs), a run in which any gopasta
+// reported a system call outside its allowlist fails
+// (nstest.SeccompReportMain).
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == peerFlag {
 		os.Exit(peerMain(os.Args[2:]))
 	}
 	if os.Getenv(asMainEnv) == "1" {
+		if os.Getenv(forbiddenEnv) == "1" {
+			go forbiddenCalls()
+		}
 		os.Exit(run.Main(os.Args))
 	}
 	nstest.DefaultHangup()
-	vmtest.Main(m)
+	os.Exit(nstest.SeccompReportMain(func() int { return vmtest.Run(m) }))
 }
