@@ -58,14 +58,6 @@ var derive = syscallgraph.Config{
 			"crypto/rand.Read's path for a replaced rand.Reader (gopasta replaces none), and gopasta reads random bytes " +
 			"only for the engine's ISN key (internal/seqnum, rand.Read), before the sandbox",
 	}},
-	Known: []syscallgraph.Entry{{
-		Caller: "(*github.com/gopasta/gopasta/splice.Forwarder).armRetry", Func: "golang.org/x/sys/unix.TimerfdGettime",
-		Why: "issue 41: the splice listener's accept backoff reads its timer (timerfd_gettime), which is not allowed",
-	}, {
-		Caller: "github.com/gopasta/gopasta/internal/config.ReadEphemeralRange", Func: "os.Open",
-		Why: "confine opens the ephemeral port range file before the sandbox and ReadEphemeralRange keeps the descriptor; " +
-			"but if that first open failed, the next call (auto forwarding's scan, after the sandbox) opens again: openat",
-	}},
 	NoReturn: []string{"syscall.Exit"},
 }
 
