@@ -45,10 +45,12 @@ run: build
 # action, so this mode catches every call the killing filter would, and
 # also those on paths whose outcome no test checks, while a second e2e run
 # would add most of `make test` to CI for nothing new. TestSandbox (every
-# mode, both users, all traffic) and internal/sandbox's tests keep the
-# killing filter.
+# mode, both users, all traffic), TestInjectedFaults (every error path of
+# the loops, package faults) and internal/sandbox's tests keep the killing
+# filter; package faults is tested in its faultinject build too.
 test:
 	GOPASTA_SECCOMP=log $(GO) test -count=1 -timeout 20m $(TESTFLAGS) ./...
+	$(GO) test -count=1 -tags faultinject $(TESTFLAGS) ./internal/faults
 	@if command -v gcc >/dev/null 2>&1; then \
 		echo "== race detector ($(RACEPKGS))"; \
 		CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 15m $(TESTFLAGS) $(RACEPKGS); \

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -235,6 +236,126 @@ func TestDescriptorLimit(t *testing.T) {
 			case <-gp.Done():
 				t.Fatalf("gopasta exited during the test:\n%s", stderr)
 			default:
+			}
+		})
+	}
+}
+
+// faultsLine captures the counts of the "faults injected" line a
+// faultinject build logs at exit (package faults).
+var faultsLine = regexp.MustCompile(`faults injected counts="([^"]*)"`)
+
+// TestInjectedFaults drives the event loops' error paths that a test
+// cannot bring about for real, or not at every call site: a gopasta built
+// with package faults' failures (every fourth call at each site fails with
+// the next of the site's errors: EMFILE, ENFILE, ENOBUFS, ENOMEM, ENOSPC)
+// forwards TCP both ways over the TAP and spliced, UDP both ways and ICMP
+// echo, under its real, killing seccomp filter. Whatever the failures,
+// gopasta lives (no SIGSYS, no panic), every path still serves within a
+// few tries, and at exit it reports every site failing with every one of
+// its errors.
+func TestInjectedFaults(t *testing.T) {
+	if os.Getenv(nstest.BinEnv) != "" {
+		t.Skip("fault injection needs gopasta's own test build")
+	}
+	for _, u := range nstest.Users() {
+		t.Run(u.Name, func(t *testing.T) {
+			e := newEnv(t, u, hostSetup{peers: true, ping: true})
+			e.bin = nstest.BinaryWithTags(t, "faultinject")
+			// The filter kills, whatever mode the run asked nstest to
+			// pass on (make test's report mode): a call outside the
+			// allowlist on an error path must fail this test.
+			e.gopastaEnv = []string{"-u", "GOPASTA_SECCOMP", "-u", "GOPASTA_SECCOMP_REPORT", "GOPASTA_FAULTS=every=4"}
+			const tPort, hServe, hUDP = 18421, 18422, 18423
+			hPort := e.serveTCP(t, ":0", "")
+			e.serveTCP(t, fmt.Sprintf("127.0.0.1:%d", hServe), "")
+			uPort := e.serveUDP(t, ":0")
+			e.serveUDP(t, fmt.Sprintf("127.0.0.1:%d", hUDP))
+			ag := e.startAgent(t, slices.Concat(hostileArgs, []string{
+				"-t", strconv.Itoa(tPort), "-u", strconv.Itoa(tPort),
+				"-T", strconv.Itoa(hServe), "-U", strconv.Itoa(hUDP)})...)
+			ag.serve(t, tPort)
+
+			// Each round: connections on every TCP path, some held at once
+			// (new pipes, not the pool's), UDP datagrams on every path from
+			// new sockets (new flows), pings. Failures are expected; a round
+			// only has to run.
+			hostHold := func(local netip.Addr, dst string, n int) {
+				cs, _ := holdConns(func() (net.Conn, error) { return e.dial("tcp", local, addrPort(dst, tPort)) }, n)
+				for _, c := range cs {
+					c.Close()
+				}
+			}
+			hostSpray := func(local netip.Addr, dst string, n int) {
+				for range n {
+					if c, err := e.dial("udp", local, addrPort(dst, tPort)); err == nil {
+						c.Write([]byte("spray"))
+						c.Close()
+					}
+				}
+			}
+			for round := range 2 {
+				hostHold(netip.MustParseAddr(peer4), nstest.HostAddr4, 10)
+				hostHold(netip.Addr{}, "127.0.0.1", 24)
+				ag.do(time.Minute, "hold", fmt.Sprintf("192.0.2.254:%d", hPort), "10")
+				ag.do(time.Minute, "hold", fmt.Sprintf("127.0.0.1:%d", hServe), "24")
+				ag.do(10*time.Second, "release")
+				ag.do(20*time.Second, "udpspray", fmt.Sprintf("192.0.2.254:%d", uPort), "30")
+				ag.do(20*time.Second, "udpspray", fmt.Sprintf("127.0.0.1:%d", hUDP), "30")
+				hostSpray(netip.MustParseAddr(peer4), nstest.HostAddr4, 30)
+				hostSpray(netip.Addr{}, "127.0.0.1", 30)
+				ag.do(20*time.Second, "ping", "192.0.2.254")
+				select {
+				case <-ag.proc.Done():
+					r, _ := ag.proc.Wait(0)
+					t.Fatalf("gopasta exited in round %d: %s", round, r)
+				default:
+				}
+			}
+
+			// Every path still serves, in a few tries.
+			for _, p := range []path{{"tap", netip.MustParseAddr(peer4), nstest.HostAddr4}, {"splice", netip.Addr{}, "127.0.0.1"}} {
+				err := nstest.WaitFor(20*time.Second, func() error { return e.put(p.local, addrPort(p.dst, tPort), 64<<10, 3) })
+				if err != nil {
+					t.Errorf("host to namespace, %s, after the faults: %v", p.name, err)
+				}
+			}
+			for _, dst := range []string{fmt.Sprintf("192.0.2.254:%d", hPort), fmt.Sprintf("127.0.0.1:%d", hServe)} {
+				if _, err := ag.do(time.Minute, "waitput", dst, "20000"); err != nil {
+					t.Errorf("namespace to host (%s) after the faults: %v", dst, err)
+				}
+			}
+			for _, p := range []path{{"tap", netip.MustParseAddr(peer4), nstest.HostAddr4}, {"splice", netip.Addr{}, "127.0.0.1"}} {
+				err := nstest.WaitFor(20*time.Second, func() error { return e.udpEcho(p.local, addrPort(p.dst, tPort)) })
+				if err != nil {
+					t.Errorf("UDP host to namespace, %s, after the faults: %v", p.name, err)
+				}
+			}
+			for _, dst := range []string{fmt.Sprintf("192.0.2.254:%d", uPort), fmt.Sprintf("127.0.0.1:%d", hUDP)} {
+				err := nstest.WaitFor(30*time.Second, func() error { _, err := ag.do(20*time.Second, "udp", dst, "1"); return err })
+				if err != nil {
+					t.Errorf("UDP namespace to host (%s) after the faults: %v", dst, err)
+				}
+			}
+
+			ag.exit()
+			r, ok := ag.proc.Wait(30 * time.Second)
+			if !ok {
+				t.Fatal("gopasta: got no exit within 30s of the agent's end")
+			}
+			checkNoPanic(t, r)
+			if r.Code != 0 {
+				t.Fatalf("gopasta: got exit %d, want 0 (159 is the seccomp filter's SIGSYS)\n%s", r.Code, r)
+			}
+			m := faultsLine.FindStringSubmatch(r.Stderr)
+			if m == nil {
+				t.Fatalf("gopasta's log: got no \"faults injected\" line, want one at exit:\n%s", r.Stderr)
+			}
+			t.Logf("injected: %s", m[1])
+			for _, c := range strings.Fields(m[1]) {
+				if strings.HasSuffix(c, "=0") {
+					t.Errorf("injected %s: got none, want that error path driven at least once", strings.TrimSuffix(c, "=0"))
+				}
 			}
 		})
 	}

@@ -164,6 +164,7 @@ type Engine struct {
 	events        []unix.EpollEvent
 	nextTick      int64 // next housekeeping tick
 	timerAt       int64 // what the timerfd is armed for
+	timerLost     bool  // arming it failed: Run sleeps no longer than timerAt
 	nextRA        int64 // next unsolicited router advertisement (0: none scheduled yet)
 	closing       []int32
 	dgramMax      int       // the datagram flows' share of the table (evict.go)

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gopasta/gopasta/internal/faults"
 	"github.com/gopasta/gopasta/internal/sock"
 )
 
@@ -80,9 +81,15 @@ func (e *Engine) Run(ctx context.Context) error {
 	defer e.pin.release()
 	for {
 		timeout := -1
-		if linkMore {
+		switch {
+		case linkMore:
 			timeout = 0
-		} else {
+		case e.timerLost:
+			// The timer could not be armed (armTimer): sleep no
+			// longer than it would have, and run it below.
+			timeout = int(max(e.timerAt-e.now, 0)/int64(time.Millisecond)) + 1
+			e.pin.release()
+		default:
 			e.pin.release() // about to sleep: any thread may wake it
 		}
 		n, err := unix.EpollWait(e.epfd, e.events, timeout)
@@ -94,6 +101,9 @@ func (e *Engine) Run(ctx context.Context) error {
 		}
 		e.updateClock()
 		e.cycles++
+		if e.timerLost && e.now >= e.timerAt {
+			e.timerfdFired()
+		}
 		readLink := linkMore
 		for i := range e.events[:n] {
 			ev := &e.events[i]
@@ -219,7 +229,12 @@ func (e *Engine) armTimer(t int64) {
 		d = 1000 // 0 would disarm the timer
 	}
 	spec := unix.ItimerSpec{Value: unix.NsecToTimespec(d)}
-	unix.TimerfdSettime(e.timerfd, 0, &spec, nil)
+	e.timerLost = false
+	if err := faults.At(faults.TimerfdSettime); err != nil {
+		e.timerLost = true
+	} else if unix.TimerfdSettime(e.timerfd, 0, &spec, nil) != nil {
+		e.timerLost = true
+	}
 }
 
 // timerfdFired runs the due timers and arms the timerfd for the earliest
@@ -336,11 +351,19 @@ type kernelSys struct {
 }
 
 func (k *kernelSys) socket(d, t, p int) (int, error) {
+	if err := faults.At(faults.Socket); err != nil {
+		return -1, err
+	}
 	return unix.Socket(d, t|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, p)
 }
-func (k *kernelSys) bind(fd int, sa unix.Sockaddr) error    { return unix.Bind(fd, sa) }
-func (k *kernelSys) connect(fd int, sa unix.Sockaddr) error { return unix.Connect(fd, sa) }
-func (k *kernelSys) setsockoptInt(fd, l, o, v int) error    { return unix.SetsockoptInt(fd, l, o, v) }
+func (k *kernelSys) bind(fd int, sa unix.Sockaddr) error { return unix.Bind(fd, sa) }
+func (k *kernelSys) connect(fd int, sa unix.Sockaddr) error {
+	if err := faults.At(faults.Connect); err != nil {
+		return err
+	}
+	return unix.Connect(fd, sa)
+}
+func (k *kernelSys) setsockoptInt(fd, l, o, v int) error { return unix.SetsockoptInt(fd, l, o, v) }
 func (k *kernelSys) bindToDevice(fd int, ifname string) error {
 	return unix.BindToDevice(fd, ifname)
 }
@@ -357,5 +380,8 @@ func (k *kernelSys) recvmsg(fd int, p, oob []byte, flags int) (int, int, int, er
 func (k *kernelSys) close(fd int) error { return unix.Close(fd) }
 func (k *kernelSys) watch(fd int, idx int32, gen uint32, events uint32) error {
 	ev := unix.EpollEvent{Events: events, Fd: idx, Pad: int32(gen)}
+	if err := faults.At(faults.EpollCtl); err != nil {
+		return err
+	}
 	return unix.EpollCtl(k.epfd, unix.EPOLL_CTL_ADD, fd, &ev)
 }

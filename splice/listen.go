@@ -132,7 +132,7 @@ func (f *Forwarder) addListener(l listener, fd int) (ListenerID, error) {
 	*s = l
 	ev := tag(kindListen, 0, int(slot), l.gen)
 	ev.Events = unix.EPOLLIN
-	if err := unix.EpollCtl(f.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+	if err := f.epollAdd(fd, &ev); err != nil {
 		s.active = false
 		t.ls.Release(slot)
 		unix.Close(fd)
@@ -288,15 +288,18 @@ func (f *Forwarder) armRetry(d time.Duration) {
 		return
 	}
 	it := unix.ItimerSpec{Value: unix.NsecToTimespec(int64(d))}
-	if unix.TimerfdSettime(f.retryfd, 0, &it, nil) == nil {
+	if setTimer(f.retryfd, &it) == nil {
 		f.retryAt = at
+	} else {
+		f.retryLost = true
 	}
 }
 
 // retryListeners puts paused listeners whose backoff has passed back into
 // epoll, and re-arms the timer for the others.
 func (f *Forwarder) retryListeners() {
-	f.retryAt = 0 // the one-shot timer fired
+	f.retryAt = 0 // the one-shot timer fired (or was lost)
+	f.retryLost = false
 	t := &f.lst
 	t.mu.Lock()
 	defer t.mu.Unlock()

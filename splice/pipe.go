@@ -11,6 +11,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gopasta/gopasta/internal/faults"
 )
 
 // DefaultPipeSize is the F_SETPIPE_SZ target. A bigger pipe means fewer
@@ -105,6 +107,9 @@ func (pp *pipePool) get() (*pipe, error) {
 	pp.mu.Unlock()
 
 	var fds [2]int
+	if err := faults.At(faults.Pipe2); err != nil {
+		return nil, fmt.Errorf("splice: pipe2: %w", err)
+	}
 	if err := unix.Pipe2(fds[:], unix.O_NONBLOCK|unix.O_CLOEXEC); err != nil {
 		return nil, fmt.Errorf("splice: pipe2: %w", err)
 	}

@@ -236,9 +236,10 @@ func (f *Forwarder) startUDP(p *pendingAdd) int {
 	for side := 0; side < 2; side++ {
 		ev := tag(kindUDP, side, slot, gen)
 		ev.Events = u.wants(side)
-		if err := unix.EpollCtl(f.epfd, unix.EPOLL_CTL_ADD, u.fd[side], &ev); err != nil {
-			f.log.Warn("splice: epoll_ctl add udp socket", "fd", u.fd[side], "err", err)
+		if err := f.epollAdd(u.fd[side], &ev); err != nil {
+			f.log.Debug("splice: epoll_ctl add udp socket", "fd", u.fd[side], "err", err)
 			f.udpClose(slot)
+			f.refused(limit.UDP, err)
 			return -1
 		}
 		u.armed[side] = ev.Events

@@ -9,6 +9,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gopasta/gopasta/internal/faults"
 )
 
 // nsSockPool keeps a few unconnected TCP sockets created inside the
@@ -74,6 +76,9 @@ func (p *nsSockPool) fill() {
 				family = unix.AF_INET6
 			}
 			for len(c) < cap(c) {
+				if err := faults.At(faults.Socket); err != nil {
+					return err
+				}
 				fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 				if err != nil {
 					return err
@@ -121,7 +126,11 @@ func (p *nsSockPool) dial(dst netip.AddrPort) (fd int, ok bool, err error) {
 	} else {
 		sa = &unix.SockaddrInet4{Port: int(dst.Port()), Addr: a.As4()}
 	}
-	if err := unix.Connect(fd, sa); err != nil && err != unix.EINPROGRESS {
+	err = faults.At(faults.Connect)
+	if err == nil {
+		err = unix.Connect(fd, sa)
+	}
+	if err != nil && err != unix.EINPROGRESS {
 		unix.Close(fd)
 		return -1, true, fmt.Errorf("splice: connect %s: %w", dst, err)
 	}

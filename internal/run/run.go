@@ -20,6 +20,7 @@ import (
 	"github.com/gopasta/gopasta/internal/cmdline"
 	"github.com/gopasta/gopasta/internal/config"
 	"github.com/gopasta/gopasta/internal/ctlsock"
+	"github.com/gopasta/gopasta/internal/faults"
 	"github.com/gopasta/gopasta/internal/limit"
 	"github.com/gopasta/gopasta/internal/logging"
 	"github.com/gopasta/gopasta/internal/portfwd"
@@ -92,6 +93,11 @@ func Run(cfg *config.Config) (int, error) {
 	}
 	defer closeLog.Close()
 	slog.SetDefault(log)
+	if faults.Enabled {
+		// A test build (package faults): say what was injected, for the
+		// test to check that every error path ran.
+		defer func() { log.Warn("faults injected", "counts", faults.Report()) }()
+	}
 
 	tmpl, err := ns.DiscoverTemplate(ns.TemplateOptions{
 		Interface:   cfg.Interface,
@@ -257,6 +263,7 @@ func Run(cfg *config.Config) (int, error) {
 		return fail(err)
 	}
 	close(gate) // the first frame is read from here on
+	faults.Start()
 
 	// SIGQUIT too: the command gets it (Ctrl-\, or passed on by the copy
 	// outside the user namespace), where Go's default would dump our

@@ -8,6 +8,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gopasta/gopasta/internal/faults"
 )
 
 // Mmsg is recvmmsg(2) or sendmmsg(2) (trap SYS_RECVMMSG, SYS_SENDMMSG) on
@@ -16,6 +18,13 @@ import (
 func Mmsg(trap uintptr, fd int, msgs []unix.Mmsghdr, flags int) (int, error) {
 	if len(msgs) == 0 {
 		return 0, nil
+	}
+	site := faults.Recvmmsg
+	if trap == unix.SYS_SENDMMSG {
+		site = faults.Sendmmsg
+	}
+	if err := faults.At(site); err != nil {
+		return 0, err
 	}
 	r, _, e := unix.Syscall6(trap, uintptr(fd), uintptr(unsafe.Pointer(&msgs[0])), uintptr(len(msgs)), uintptr(flags), 0, 0)
 	if e != 0 {

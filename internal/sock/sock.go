@@ -21,6 +21,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gopasta/gopasta/internal/faults"
 )
 
 // Loopback is the loopback address of a family: 127.0.0.1 or ::1.
@@ -109,6 +111,9 @@ type Acceptor struct {
 // Accept takes one connection from listening socket fd, non-blocking and
 // close-on-exec, with its peer's address.
 func (a *Acceptor) Accept(fd int) (int, netip.AddrPort, error) {
+	if err := faults.At(faults.Accept); err != nil {
+		return -1, netip.AddrPort{}, err
+	}
 	a.n = uint32(unsafe.Sizeof(a.rsa))
 	nfd, _, errno := unix.Syscall6(unix.SYS_ACCEPT4, uintptr(fd),
 		uintptr(unsafe.Pointer(&a.rsa)), uintptr(unsafe.Pointer(&a.n)),
@@ -263,6 +268,9 @@ func socket(v6 bool, typ int) (int, error) {
 	if v6 {
 		domain = unix.AF_INET6
 	}
+	if err := faults.At(faults.Socket); err != nil {
+		return -1, err
+	}
 	fd, err := unix.Socket(domain, typ|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return -1, err
@@ -298,6 +306,9 @@ func Reply(local netip.AddrPort, ifname string, peer netip.AddrPort) (int, error
 	err = onlyFrom(fd, peer)
 	if err == nil {
 		err = unix.Bind(fd, sa.Of(la, local.Port(), v6))
+	}
+	if err == nil {
+		err = faults.At(faults.Connect)
 	}
 	if err == nil {
 		err = unix.Connect(fd, sa.Of(peer.Addr(), peer.Port(), v6))
@@ -398,7 +409,7 @@ func DialUDPFrom(dst netip.AddrPort, port uint16) (int, error) {
 		unix.Close(fd)
 		return Dial(true, dst)
 	}
-	if err := unix.Connect(fd, Sockaddr(dst)); err != nil {
+	if err := connect(fd, dst); err != nil {
 		unix.Close(fd)
 		return -1, fmt.Errorf("connect %s: %w", dst, err)
 	}
@@ -428,11 +439,20 @@ func Dial(udp bool, dst netip.AddrPort) (int, error) {
 	if !udp {
 		_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
 	}
-	if err := unix.Connect(fd, Sockaddr(dst)); err != nil && !errors.Is(err, unix.EINPROGRESS) {
+	if err := connect(fd, dst); err != nil && !errors.Is(err, unix.EINPROGRESS) {
 		unix.Close(fd)
 		return -1, fmt.Errorf("connect %s: %w", dst, err)
 	}
 	return fd, nil
+}
+
+// connect is connect(2), where a test build may inject a failure
+// (package faults).
+func connect(fd int, dst netip.AddrPort) error {
+	if err := faults.At(faults.Connect); err != nil {
+		return err
+	}
+	return unix.Connect(fd, Sockaddr(dst))
 }
 
 // PktDst is the destination address of a datagram, from its IP_PKTINFO or
