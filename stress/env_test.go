@@ -513,6 +513,19 @@ func (s *suite) stats() []flowStats {
 	return out
 }
 
+// statsLines returns gopasta's --stats lines since the current load
+// began, as logged.
+func (s *suite) statsLines() []string {
+	_, stderr := s.gp.Output()
+	var out []string
+	for _, l := range strings.Split(stderr[min(s.logStart, len(stderr)):], "\n") {
+		if statsLine.MatchString(l) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
 // logLines returns gopasta's log since the current load began, without
 // the --stats lines.
 func (s *suite) logLines() []string {

@@ -40,6 +40,7 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -306,6 +307,9 @@ type holdResult struct {
 	// Classes tallies refusals and failures by errClass, prefixed
 	// "dial ", "echo " or "held ".
 	Classes map[string]int
+	// SlowDials counts dials that took a second or more: the SYN, or its
+	// answer, was lost and sent again (among Held, or whatever followed).
+	SlowDials int
 	// DialMaxMS is the slowest successful dial; TookMS the whole hold.
 	DialMaxMS, TookMS int64
 }
@@ -333,7 +337,7 @@ func genHold(args []string) (any, error) {
 	conns := make([]net.Conn, *n)
 	var classes tally
 	var refused, failed atomic.Int64
-	var dialMax atomic.Int64
+	var dialMax, slow atomic.Int64
 	outcome := func(stage string, err error) {
 		c := errClass(err)
 		classes.add(stage + " " + c)
@@ -375,6 +379,9 @@ func genHold(args []string) (any, error) {
 			outcome("dial", err)
 			return
 		}
+		if time.Since(t0) >= time.Second {
+			slow.Add(1)
+		}
 		for ms := time.Since(t0).Milliseconds(); ; {
 			old := dialMax.Load()
 			if ms <= old || dialMax.CompareAndSwap(old, ms) {
@@ -412,20 +419,29 @@ func genHold(args []string) (any, error) {
 	}
 	return holdResult{
 		Conns: *n, Held: int(held.Load()), Refused: int(refused.Load()), Failed: int(failed.Load()),
-		Lost: int(lost.Load()), Classes: classes.snapshot(),
+		Lost: int(lost.Load()), Classes: classes.snapshot(), SlowDials: int(slow.Load()),
 		DialMaxMS: dialMax.Load(), TookMS: time.Since(start).Milliseconds(),
 	}, nil
 }
 
 // sprayResult is what a spray sent.
 type sprayResult struct {
-	Sent   int
-	Errors map[string]int
-	TookMS int64
+	// Sent counts datagrams sent, Resent those sent again because the
+	// namespace's interface dropped some of their window.
+	Sent, Resent int
+	// Dropped is what the interface dropped (its transmit drops), and
+	// MinRate the slowest pace the spray came down to, per second.
+	Dropped, MinRate int
+	Errors           map[string]int
+	TookMS           int64
 }
 
 // genSpray is the spray mode: one datagram to each of -n consecutive
-// ports from -first, at most -rate per second.
+// ports from -first, so that each reaches gopasta. It sends windows of
+// sprayWindow datagrams at up to -rate a second; a window during which
+// the namespace's interfaces dropped frames on transmit (their queue
+// toward gopasta was full) is sent again at half the pace, and the pace
+// grows back by a tenth after each clean window.
 func genSpray(args []string) (any, error) {
 	fs := flag.NewFlagSet("spray", flag.ContinueOnError)
 	n := fs.Int("n", 1000, "ports, one datagram each")
@@ -446,25 +462,73 @@ func genSpray(args []string) (any, error) {
 		return nil, err
 	}
 	defer pc.Close()
-	var res sprayResult
+	const sprayWindow = 200
+	res := sprayResult{MinRate: *rate}
 	var errs tally
 	start := time.Now()
 	msg := []byte("stress spray")
-	for i := range *n {
-		if i%100 == 0 {
-			if ahead := time.Duration(i)*time.Second/time.Duration(*rate) - time.Since(start); ahead > 0 {
-				time.Sleep(ahead)
+	drops, err := txDrops()
+	if err != nil {
+		return nil, err
+	}
+	pace := float64(*rate)
+	for i := 0; i < *n; {
+		end := min(i+sprayWindow, *n)
+		t0 := time.Now()
+		for j := i; j < end; j++ {
+			if _, err := pc.WriteTo(msg, &net.UDPAddr{IP: ip, Port: *first + j}); err != nil {
+				errs.add(errClass(err))
+				continue
 			}
+			res.Sent++
 		}
-		if _, err := pc.WriteTo(msg, &net.UDPAddr{IP: ip, Port: *first + i}); err != nil {
-			errs.add(errClass(err))
+		if wait := time.Duration(float64(end-i)/pace*float64(time.Second)) - time.Since(t0); wait > 0 {
+			time.Sleep(wait)
+		}
+		d, err := txDrops()
+		if err != nil {
+			return nil, err
+		}
+		if d > drops {
+			res.Dropped += d - drops
+			res.Resent += end - i
+			drops = d
+			pace = max(pace/2, 100)
+			res.MinRate = min(res.MinRate, int(pace))
 			continue
 		}
-		res.Sent++
+		pace = min(pace*1.1, float64(*rate))
+		i = end
 	}
 	res.Errors = errs.snapshot()
 	res.TookMS = time.Since(start).Milliseconds()
 	return res, nil
+}
+
+// txDrops sums the transmit drops of the interfaces other than loopback
+// in the caller's network namespace (/proc/net/dev).
+func txDrops() (int, error) {
+	b, err := os.ReadFile("/proc/net/dev")
+	if err != nil {
+		return 0, err
+	}
+	total := 0
+	for _, l := range strings.Split(string(b), "\n") {
+		name, rest, ok := strings.Cut(l, ":")
+		if !ok || strings.TrimSpace(name) == "lo" {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) < 12 {
+			continue
+		}
+		d, err := strconv.Atoi(f[11]) // receive: 8 fields; transmit: bytes, packets, errs, drop
+		if err != nil {
+			continue
+		}
+		total += d
+	}
+	return total, nil
 }
 
 // churnTarget is what churn did on one target.

@@ -111,7 +111,8 @@ func loadUDPFlows(t *testing.T, s *suite, r *row) {
 		}
 	}
 	r.Failed = failed
-	t.Logf("spray: %d datagrams to %d ports in %dms; send errors: %s", res.Sent, s.f.udpFlows, res.TookMS, sortedClasses(res.Errors))
+	t.Logf("spray: %d datagrams to %d ports in %dms (%d sent again after the namespace's interface dropped %d; pace down to %d/s); send errors: %s",
+		res.Sent, s.f.udpFlows, res.TookMS, res.Resent, res.Dropped, res.MinRate, sortedClasses(res.Errors))
 	if s.gopasta {
 		// Wait for a --stats line after the spray: the flows it counts.
 		time.Sleep(1500 * time.Millisecond)
@@ -121,7 +122,7 @@ func loadUDPFlows(t *testing.T, s *suite, r *row) {
 		}
 		r.Held, r.Refused = peak, evicted
 		r.Note = "held: peak live UDP flows (--stats); refused: flows evicted"
-		t.Logf("--stats: at most %d live UDP flows, %d evicted", peak, evicted)
+		t.Logf("--stats: at most %d live UDP flows, %d evicted:\n%s", peak, evicted, strings.Join(s.statsLines(), "\n"))
 		r.udpBound = func() (int, string) {
 			st := s.stats()
 			if len(st) == 0 {
@@ -169,6 +170,7 @@ func (s *suite) hold(t *testing.T, r *row, p path, n, cost int) {
 		tot.Refused += res.Refused
 		tot.Failed += res.Failed
 		tot.Lost += res.Lost
+		tot.SlowDials += res.SlowDials
 		tot.DialMaxMS = max(tot.DialMaxMS, res.DialMaxMS)
 		tot.TookMS = max(tot.TookMS, res.TookMS)
 		for k, v := range res.Classes {
@@ -178,8 +180,11 @@ func (s *suite) hold(t *testing.T, r *row, p path, n, cost int) {
 	r.Held, r.Refused, r.Failed = tot.Held, tot.Refused, tot.Failed
 	need := n*cost + r.FDsBefore + fdSlack
 	within := need <= s.limit
-	t.Logf("%s: %d connections from %d processes: %d held, %d refused, %d failed (%d lost while held); refusals and failures: %s; slowest dial %dms; %dms in all",
-		p.name, tot.Conns, procs, tot.Held, tot.Refused, tot.Failed, tot.Lost, sortedClasses(tot.Classes), tot.DialMaxMS, tot.TookMS)
+	t.Logf("%s: %d connections from %d processes: %d held, %d refused, %d failed (%d lost while held); refusals and failures: %s; %d dials took 1 s or more, the slowest that worked %dms; %dms in all",
+		p.name, tot.Conns, procs, tot.Held, tot.Refused, tot.Failed, tot.Lost, sortedClasses(tot.Classes), tot.SlowDials, tot.DialMaxMS, tot.TookMS)
+	if tot.SlowDials > 0 {
+		r.Note = fmt.Sprintf("%d dials took 1 s or more (a SYN sent again), the slowest %.1f s", tot.SlowDials, float64(tot.DialMaxMS)/1000)
+	}
 	t.Logf("%s: %d connections at about %d descriptors each need about %d of gopasta's %d: %s",
 		p.name, n, cost, need, s.limit, map[bool]string{true: "within the limit", false: "beyond the limit"}[within])
 	if tot.Failed > 0 {
