@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -178,7 +179,7 @@ func (s *suite) binName() string {
 	if s.gopasta {
 		return "gopasta"
 	}
-	return s.bin
+	return filepath.Base(s.bin)
 }
 
 // startGopasta attaches gopasta to the sleeper's namespace, in the
@@ -547,7 +548,7 @@ func (s *suite) checkLog(t *testing.T) {
 	t.Helper()
 	_, stderr := s.gp.Output()
 	if strings.Contains(stderr, "panic:") || strings.Contains(stderr, "goroutine ") {
-		t.Errorf("gopasta's log: got a Go panic or stack trace, want none:\n%s", tail(stderr, 60))
+		t.Errorf("%s's log: got a Go panic or stack trace, want none:\n%s", s.binName(), tail(stderr, 60))
 	}
 	var sc []string
 	for _, l := range strings.Split(stderr, "\n") {
@@ -556,7 +557,7 @@ func (s *suite) checkLog(t *testing.T) {
 		}
 	}
 	if len(sc) > 0 {
-		t.Errorf("gopasta's log: got %d calls outside the seccomp allowlist, want none:\n%s", len(sc), strings.Join(sc, "\n"))
+		t.Errorf("%s's log: got %d calls outside the seccomp allowlist, want none:\n%s", s.binName(), len(sc), strings.Join(sc, "\n"))
 	}
 	lines := s.logLines()
 	if len(lines) > 0 {
@@ -564,7 +565,7 @@ func (s *suite) checkLog(t *testing.T) {
 		if len(lines) > 20 {
 			show = append(slices.Clone(lines[:10]), append([]string{fmt.Sprintf("[... %d lines]", len(lines)-20)}, lines[len(lines)-10:]...)...)
 		}
-		t.Logf("gopasta's log during the load (%d lines besides --stats):\n%s", len(lines), strings.Join(show, "\n"))
+		t.Logf("%s's log during the load (%d lines besides --stats):\n%s", s.binName(), len(lines), strings.Join(show, "\n"))
 	}
 }
 
@@ -574,9 +575,9 @@ func (s *suite) failWithLog(t *testing.T, format string, args ...any) {
 	_, stderr := s.gp.Output()
 	msg := fmt.Sprintf(format, args...)
 	if how := s.exited(); how != "" {
-		msg += "\ngopasta " + how
+		msg += "\n" + s.binName() + " " + how
 	}
-	t.Fatalf("%s\ngopasta's log:\n%s", msg, tail(stderr, 40))
+	t.Fatalf("%s\n%s's log:\n%s", msg, s.binName(), tail(stderr, 40))
 }
 
 // tail is the last n lines of s.
@@ -595,10 +596,10 @@ func (s *suite) waitFDs(timeout time.Duration, bound func() (int, string)) (int,
 	err := nstest.WaitFor(timeout, func() error {
 		var err error
 		if fds, err = procFDs(s.gp.PID()); err != nil {
-			return nstest.Stop(fmt.Errorf("gopasta is gone: %v", err))
+			return nstest.Stop(fmt.Errorf("%s is gone: %v", s.binName(), err))
 		}
 		if b, why := bound(); fds > b {
-			return fmt.Errorf("gopasta's descriptors: got %d, want at most %d (%s)", fds, b, why)
+			return fmt.Errorf("%s's descriptors: got %d, want at most %d (%s)", s.binName(), fds, b, why)
 		}
 		return nil
 	})

@@ -185,14 +185,14 @@ func (s *suite) hold(t *testing.T, r *row, p path, n, cost int) {
 	if tot.SlowDials > 0 {
 		r.Note = fmt.Sprintf("%d dials took 1 s or more (a SYN sent again), the slowest %.1f s", tot.SlowDials, float64(tot.DialMaxMS)/1000)
 	}
-	t.Logf("%s: %d connections at about %d descriptors each need about %d of gopasta's %d: %s",
-		p.name, n, cost, need, s.limit, map[bool]string{true: "within the limit", false: "beyond the limit"}[within])
+	t.Logf("%s: %d connections at about %d descriptors each need about %d of %s's %d: %s",
+		p.name, n, cost, need, s.binName(), s.limit, map[bool]string{true: "within the limit", false: "beyond the limit"}[within])
 	if tot.Failed > 0 {
 		t.Errorf("%s: %d of %d connections failed, want every one held or refused cleanly (a reset or a close, without a timeout): %s",
 			p.name, tot.Failed, n, sortedClasses(tot.Classes))
 	}
 	if within && tot.Held != n {
-		t.Errorf("%s: %d connections within gopasta's descriptor limit: got %d held, want all", p.name, n, tot.Held)
+		t.Errorf("%s: %d connections within %s's descriptor limit: got %d held, want all", p.name, n, s.binName(), tot.Held)
 	}
 }
 
@@ -256,12 +256,12 @@ func (s *suite) runLoad(t *testing.T, name string, every time.Duration, run func
 	time.Sleep(time.Second)
 	var err error
 	if r.FDsBefore, err = procFDs(pid); err != nil {
-		s.failWithLog(t, "gopasta is gone before the load: %v", err)
+		s.failWithLog(t, "%s is gone before the load: %v", s.binName(), err)
 	}
 	r.RSSBefore, _ = procRSS(pid)
 	_, stderr := s.gp.Output()
 	s.logStart = len(stderr)
-	t.Logf("%s: gopasta (pid %d) before the load: %d descriptors of %d, RSS %d KiB", name, pid, r.FDsBefore, s.limit, r.RSSBefore)
+	t.Logf("%s: %s (pid %d) before the load: %d descriptors of %d, RSS %d KiB", name, s.binName(), pid, r.FDsBefore, s.limit, r.RSSBefore)
 	st := s.startSteady(t)
 	sm := s.sampler(every)
 	run(&r)
@@ -274,7 +274,7 @@ func (s *suite) runLoad(t *testing.T, name string, every time.Duration, run func
 
 	if how := s.exited(); how != "" {
 		r.Survived = "no: " + how
-		t.Errorf("gopasta: %s during the load, want it alive", how)
+		t.Errorf("%s: %s during the load, want it alive", s.binName(), how)
 		s.checkLog(t)
 		return
 	}
@@ -303,11 +303,11 @@ func (s *suite) runLoad(t *testing.T, name string, every time.Duration, run func
 		t.Errorf("after the load: %v", err)
 	}
 	r.RSSAfter, _ = procRSS(pid)
-	t.Logf("%s: gopasta after the load: %d descriptors (%+d), RSS %d KiB (peak %d descriptors, %d KiB)",
-		name, fds, fds-r.FDsBefore, r.RSSAfter, r.FDsPeak, r.RSSPeak)
+	t.Logf("%s: %s after the load: %d descriptors (%+d), RSS %d KiB (peak %d descriptors, %d KiB)",
+		name, s.binName(), fds, fds-r.FDsBefore, r.RSSAfter, r.FDsPeak, r.RSSPeak)
 	if how := s.exited(); how != "" {
 		r.Survived = "no: " + how + " after the load"
-		t.Errorf("gopasta: %s after the load, want it alive", how)
+		t.Errorf("%s: %s after the load, want it alive", s.binName(), how)
 	}
 	s.checkLog(t)
 }
