@@ -98,7 +98,7 @@ bench-vhost:
 ## stress: the stress suite's long form (stress/, needs root; docs/reliability.md):
 ## 60,000 UDP flows, 20,000 and twice 5,000 held TCP connections and 90 s of
 ## churn, each against a fresh gopasta with the machine's RLIMIT_NOFILE, then
-## a 30-minute soak; about 45 minutes; prints a summary table at the end.
+## a 30-minute soak; about 40 minutes; prints a summary table at the end.
 ## STRESSFLAGS adds go test flags (STRESSFLAGS='-run TestStress/churn');
 ## GOPASTA_BIN=PATH runs the suite against that pasta instead.
 STRESSFLAGS ?=

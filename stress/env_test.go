@@ -109,8 +109,6 @@ type suite struct {
 	sleeper  *nstest.Proc
 	gp       *nstest.Proc
 	limit    int // gopasta's RLIMIT_NOFILE (soft)
-	baseFDs  int
-	baseRSS  int64
 	logStart int // gopasta's stderr before the current load
 }
 

@@ -252,11 +252,9 @@ func (s *suite) runLoad(t *testing.T, name string, every time.Duration, run func
 	r := row{Load: name, Held: -1, Refused: -1, Failed: -1, FDsAfter: -1, RSSAfter: -1}
 	defer func() { r.Took = time.Since(start); record(r) }()
 	pid := s.gp.PID()
-	// The pools refill after the start-up probes.
-	time.Sleep(time.Second)
 	var err error
-	if r.FDsBefore, err = procFDs(pid); err != nil {
-		s.failWithLog(t, "%s is gone before the load: %v", s.binName(), err)
+	if r.FDsBefore, err = s.settledFDs(2*time.Second, 15*time.Second); err != nil {
+		s.failWithLog(t, "%s before the load: %v", s.binName(), err)
 	}
 	r.RSSBefore, _ = procRSS(pid)
 	_, stderr := s.gp.Output()
@@ -310,6 +308,25 @@ func (s *suite) runLoad(t *testing.T, name string, every time.Duration, run func
 		t.Errorf("%s: %s after the load, want it alive", s.binName(), how)
 	}
 	s.checkLog(t)
+}
+
+// settledFDs is the baseline: gopasta's descriptors once the count has
+// held still for quiet (its pools refill after the start-up probes, at
+// their own pace in pasta), or the last count after timeout.
+func (s *suite) settledFDs(quiet, timeout time.Duration) (int, error) {
+	last, since := -1, time.Now()
+	for deadline := time.Now().Add(timeout); ; time.Sleep(250 * time.Millisecond) {
+		n, err := procFDs(s.gp.PID())
+		if err != nil {
+			return 0, fmt.Errorf("gone: %v", err)
+		}
+		if n != last {
+			last, since = n, time.Now()
+		}
+		if time.Since(since) >= quiet || time.Now().After(deadline) {
+			return n, nil
+		}
+	}
 }
 
 // udpTimeout is how long an idle UDP flow with one datagram each way
