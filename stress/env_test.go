@@ -557,14 +557,18 @@ func (s *suite) checkLog(t *testing.T) {
 	if len(sc) > 0 {
 		t.Errorf("%s's log: got %d calls outside the seccomp allowlist, want none:\n%s", s.binName(), len(sc), strings.Join(sc, "\n"))
 	}
-	lines := s.logLines()
-	if len(lines) > 0 {
-		show := lines
-		if len(lines) > 20 {
-			show = append(slices.Clone(lines[:10]), append([]string{fmt.Sprintf("[... %d lines]", len(lines)-20)}, lines[len(lines)-10:]...)...)
-		}
-		t.Logf("%s's log during the load (%d lines besides --stats):\n%s", s.binName(), len(lines), strings.Join(show, "\n"))
+	if lines := s.logLines(); len(lines) > 0 {
+		t.Logf("%s's log during the load (%d lines besides --stats):\n%s", s.binName(), len(lines), clipLines(lines, 10))
 	}
+}
+
+// clipLines joins the first and last n of lines, and says how many it
+// left out between them.
+func clipLines(lines []string, n int) string {
+	if len(lines) <= 2*n {
+		return strings.Join(lines, "\n")
+	}
+	return strings.Join(slices.Concat(lines[:n], []string{fmt.Sprintf("[... %d lines]", len(lines)-2*n)}, lines[len(lines)-n:]), "\n")
 }
 
 // failWithLog fails the test now, with gopasta's log and exit.

@@ -122,7 +122,7 @@ func loadUDPFlows(t *testing.T, s *suite, r *row) {
 		}
 		r.Held, r.Refused = peak, evicted
 		r.Note = "held: peak live UDP flows (--stats); refused: flows evicted"
-		t.Logf("--stats: at most %d live UDP flows, %d evicted:\n%s", peak, evicted, strings.Join(s.statsLines(), "\n"))
+		t.Logf("--stats: at most %d live UDP flows, %d evicted:\n%s", peak, evicted, clipLines(s.statsLines(), 5))
 		r.udpBound = func() (int, string) {
 			st := s.stats()
 			if len(st) == 0 {
