@@ -107,6 +107,39 @@ bench-quick: build
 bench-vhost:
 	bash internal/vmtest/bench-vhost.sh
 
+## stress: the stress suite's long form (stress/, needs root; docs/reliability.md):
+## 60,000 UDP flows, 20,000 and twice 5,000 held TCP connections and 90 s of
+## churn, each against a fresh gopasta with the machine's RLIMIT_NOFILE, then
+## a 30-minute soak; about 40 minutes; prints a summary table at the end.
+## STRESSFLAGS adds go test flags (STRESSFLAGS='-run TestStress/churn');
+## GOPASTA_BIN=PATH runs the suite against that pasta instead.
+STRESSFLAGS ?=
+.PHONY: stress stress-short
+stress:
+	GOPASTA_STRESS=long $(GO) test -count=1 -v -timeout 100m $(STRESSFLAGS) ./stress
+
+## stress-short: the short form, which CI runs: a tenth of each load against
+## a descriptor limit lowered to 2,000, so the same limits are hit, and a 30 s
+## soak; about 3 minutes. STRESS_SECCOMP=log runs gopasta in the seccomp
+## report mode (GOPASTA_SECCOMP=log, GOPASTA_SECCOMP_REPORT=a file) and fails
+## when the report file is not empty at the end.
+STRESS_SECCOMP ?=
+stress-short:
+	@if [ "$(STRESS_SECCOMP)" = log ]; then \
+		dir=$$(mktemp -d /tmp/gopasta-seccomp-XXXXXX) && chmod 0777 $$dir || exit 1; \
+		rc=0; \
+		GOPASTA_SECCOMP=log GOPASTA_SECCOMP_REPORT=$$dir/report GOPASTA_STRESS=short \
+			$(GO) test -count=1 -v -timeout 15m $(STRESSFLAGS) ./stress || rc=$$?; \
+		if [ -s $$dir/report ]; then \
+			echo "== calls outside the seccomp allowlist (GOPASTA_SECCOMP_REPORT):"; cat $$dir/report; rc=1; \
+		fi; \
+		rm -rf $$dir; exit $$rc; \
+	elif [ -n "$(STRESS_SECCOMP)" ]; then \
+		echo "STRESS_SECCOMP=$(STRESS_SECCOMP): want log or nothing"; exit 1; \
+	else \
+		GOPASTA_STRESS=short $(GO) test -count=1 -v -timeout 15m $(STRESSFLAGS) ./stress; \
+	fi
+
 ## fuzz-short: run every FuzzXxx target for $(FUZZTIME) each (seed corpora
 ## already run as part of `make test`).
 #
