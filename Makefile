@@ -78,26 +78,43 @@ check:
 ## bench: the comparison harness (bench/, needs root): builds gopasta,
 ## installs iperf3, passt and slirp4netns when missing, then runs every
 ## workload through gopasta, pasta, slirp4netns and a plain veth pair inside
-## a throwaway host namespace as uid 65534, 3 runs of 5 s per row (about 35
+## a throwaway host namespace as uid 65534, 3 runs of 5 s per row, the
+## request/response rows also with every party pinned to one CPU (about 40
 ## minutes); prints the table, writes bench/results/latest.md and the
 ## results section of docs/performance.md. BENCHFLAGS adds options, e.g.
 ## BENCHFLAGS='-filter tcp -runs 1'. (The packages' Go micro-benchmarks:
 ## go test -run=NONE -bench=. -benchmem ./...)
 ## PASTA names the pasta to compare with (default: pasta on PATH, Debian's),
-## e.g. PASTA=/opt/passt/pasta make bench for a build from source; the report
-## names its version.
+## e.g. PASTA=build/passt/pasta make bench for a build from source (make
+## pasta); the report names its version, or PASTA_VERSION when its
+## --version cannot.
 BENCHFLAGS ?=
 PASTA     ?= pasta
+PASTA_VERSION ?=
 bench: build
 	bash bench/deps.sh
-	$(GO) run ./bench -gopasta ./$(BIN) -pasta $(PASTA) -doc docs/performance.md $(BENCHFLAGS)
+	$(GO) run ./bench -gopasta ./$(BIN) -pasta $(PASTA) $(if $(PASTA_VERSION),-pasta-version '$(PASTA_VERSION)') -doc docs/performance.md $(BENCHFLAGS)
 
-## bench-quick: the two-minute version: an IPv4 subset, one 3 s run per row;
-## writes bench/results/latest.md only.
+## bench-quick: the two-minute version: an IPv4 subset, one 3 s run per row,
+## pinned request/response included; writes bench/results/latest.md only.
 .PHONY: bench-quick
 bench-quick: build
 	bash bench/deps.sh
-	$(GO) run ./bench -quick -gopasta ./$(BIN) -pasta $(PASTA) $(BENCHFLAGS)
+	$(GO) run ./bench -quick -gopasta ./$(BIN) -pasta $(PASTA) $(if $(PASTA_VERSION),-pasta-version '$(PASTA_VERSION)') $(BENCHFLAGS)
+
+## pasta: build pasta from passt's source for the table of record, into
+## PASTA_BUILD (build/passt, git-ignored; nothing of passt's is committed),
+## then `make bench PASTA=build/passt/pasta`. PASST_SRC (default ../passt) is
+## a passt checkout, whose working tree is built and named by `git describe`,
+## or a bare passt repository, whose PASST_REF (default HEAD) is built; a
+## tree without git needs its commit as PASTA_VERSION=<commit>. Needs a C
+## compiler and make.
+PASST_SRC   ?= ../passt
+PASST_REF   ?= HEAD
+PASTA_BUILD ?= build/passt
+.PHONY: pasta
+pasta:
+	@PASTA_VERSION='$(PASTA_VERSION)' bash bench/build-pasta.sh '$(PASST_SRC)' '$(PASTA_BUILD)' '$(PASST_REF)'
 
 ## bench-vhost: --vhost=on against --vhost=off (and vhost RX from the queue
 ## against read(2)) on the same TCP transfers inside a QEMU guest, MTU 65520
