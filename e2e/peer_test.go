@@ -26,6 +26,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"maps"
 	"math/rand/v2"
@@ -206,15 +207,21 @@ func put(c net.Conn, n int64, seed uint64) error {
 	if _, err := io.CopyN(io.MultiWriter(c, h), stream(seed), n); err != nil {
 		return fmt.Errorf("put %d bytes: sending: %w", n, err)
 	}
+	return putEnd(c, h, "put", n)
+}
+
+// putEnd ends an upload ('P') of n bytes whose hash is h: end of file to
+// the server, and its SHA-256 of what it received checked against h.
+func putEnd(c net.Conn, h hash.Hash, what string, n int64) error {
 	if err := c.(interface{ CloseWrite() error }).CloseWrite(); err != nil {
 		return err
 	}
 	got, err := io.ReadAll(c)
 	if err != nil {
-		return fmt.Errorf("put %d bytes: reading the server's hash: %w", n, err)
+		return fmt.Errorf("%s %d bytes: reading the server's hash: %w", what, n, err)
 	}
 	if want := hex.EncodeToString(h.Sum(nil)); string(got) != want {
-		return fmt.Errorf("put %d bytes: the server received data with SHA-256 %q, want %q", n, got, want)
+		return fmt.Errorf("%s %d bytes: the server received data with SHA-256 %q, want %q", what, n, got, want)
 	}
 	return nil
 }
@@ -1077,15 +1084,5 @@ func slowPut(c net.Conn, n int64, seed uint64, d time.Duration) error {
 		left -= k
 		time.Sleep(time.Until(start.Add(d * time.Duration(i+1) / time.Duration(steps))))
 	}
-	if err := c.(interface{ CloseWrite() error }).CloseWrite(); err != nil {
-		return err
-	}
-	got, err := io.ReadAll(c)
-	if err != nil {
-		return fmt.Errorf("slow put of %d bytes: reading the server's hash: %w", n, err)
-	}
-	if want := hex.EncodeToString(h.Sum(nil)); string(got) != want {
-		return fmt.Errorf("slow put of %d bytes: the server received data with SHA-256 %q, want %q", n, got, want)
-	}
-	return nil
+	return putEnd(c, h, "slow put of", n)
 }

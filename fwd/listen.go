@@ -10,7 +10,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gopasta/gopasta/internal/header"
-	"github.com/gopasta/gopasta/internal/limit"
 	"github.com/gopasta/gopasta/internal/slots"
 	"github.com/gopasta/gopasta/internal/sock"
 )
@@ -103,7 +102,7 @@ type listener struct {
 	acceptedIn uint64 // the engine cycle of the last accept (sock.AcceptBudget)
 	// A TCP listener whose accept failed for want of memory (or of
 	// descriptors, with the spare taken) is out of epoll until retryAt
-	// (engine nanoseconds), for backoff, doubled each time in a row.
+	// (engine nanoseconds), for backoff (sock.Spare.AcceptFailed).
 	off     bool
 	retryAt int64
 	backoff time.Duration
@@ -295,33 +294,13 @@ func (e *Engine) acceptTCP(l *listener, slot int32) {
 	l.acceptedIn = e.cycles
 	for range batch {
 		fd, peer, err := t.acc.Accept(l.Fd)
-		switch {
-		case err == nil:
-		case err == unix.EAGAIN:
-			l.backoff = 0
-			return
-		case sock.AcceptRetry(err):
-			continue
-		case descriptorsExhausted(err):
-			// The waiting connections are refused with a reset
-			// (sock.Spare), as a kernel refuses a port nobody
-			// listens on.
-			n, pause := e.reserve.Refuse(l.Fd, &t.acc, sock.AcceptBatch)
-			for range n {
-				e.opts.Refusals.Refuse(limit.TCP, limit.Descriptors)
-			}
-			if pause {
-				// No spare: try again as soon as a descriptor may be
-				// free, without the backoff growing.
-				l.backoff = 0
+		if err != nil {
+			switch e.reserve.AcceptFailed(err, l.Fd, &t.acc, &l.backoff, e.opts.Refusals) {
+			case sock.AcceptAgain:
+				continue
+			case sock.AcceptPause:
 				e.pauseListener(l, slot, err)
 			}
-			return
-		default:
-			// Out of memory: the connection waits in the backlog.
-			// Accepting again at once would spin on a level-triggered
-			// listener.
-			e.pauseListener(l, slot, err)
 			return
 		}
 		if t.canSplice(l, peer.Addr()) {
@@ -359,14 +338,14 @@ func (e *Engine) acceptTCP(l *listener, slot int32) {
 	}
 }
 
-// pauseListener takes TCP listener l (in slot) out of epoll for its next
-// backoff, after its accept failed with err. The lock of e.lst is held.
+// pauseListener takes TCP listener l (in slot) out of epoll for its
+// backoff (sock.Spare.AcceptFailed), after its accept failed with err.
+// The lock of e.lst is held.
 func (e *Engine) pauseListener(l *listener, slot int32, err error) {
 	ev := unix.EpollEvent{Fd: tagListenBase - slot, Pad: int32(l.gen)}
 	if unix.EpollCtl(e.epfd, unix.EPOLL_CTL_MOD, l.Fd, &ev) != nil {
 		return
 	}
-	l.backoff = sock.NextAcceptBackoff(l.backoff)
 	l.off = true
 	l.retryAt = e.now + int64(l.backoff)
 	if e.debug {

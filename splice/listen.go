@@ -214,34 +214,17 @@ func (f *Forwarder) acceptTCP(slot int32) {
 	l.acceptedIn = f.cycles
 	for range batch {
 		fd, _, err := t.acc.Accept(l.tcp.Fd)
-		switch {
-		case err == nil:
-		case err == unix.EAGAIN:
-			l.backoff = 0
-			return
-		case sock.AcceptRetry(err):
-			continue
-		case errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE):
-			// Out of descriptors: the waiting connections are
-			// refused with a reset (sock.Spare), as a kernel refuses
-			// a port nobody listens on.
-			f.pool.drain()
-			n, pause := f.reserve.Refuse(l.tcp.Fd, &t.acc, sock.AcceptBatch)
-			for range n {
-				f.opts.Refusals.Refuse(limit.TCP, limit.Descriptors)
+		if err != nil {
+			if errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE) {
+				f.pool.drain() // idle pipes give way to the refusals
 			}
-			if pause {
-				// No spare: try again as soon as a descriptor may be
-				// free, without the backoff growing.
-				l.backoff = 0
-				f.backOff(slot, err)
+			switch f.reserve.AcceptFailed(err, l.tcp.Fd, &t.acc, &l.backoff, f.opts.Refusals) {
+			case sock.AcceptAgain:
+				continue
+			case sock.AcceptPause:
+				f.log.Debug("splice: accept failed, retrying", "fd", l.tcp.Fd, "err", err, "in", l.backoff)
+				f.pauseListener(slot)
 			}
-			return
-		default:
-			// Out of memory: the connection waits in the backlog.
-			// Retrying at once would spin on a level-triggered
-			// listener; giving up would leave the port bound but dead.
-			f.backOff(slot, err)
 			return
 		}
 		other, err := l.tcp.Dial()
@@ -255,15 +238,6 @@ func (f *Forwarder) acceptTCP(slot int32) {
 			f.log.Debug("splice: tcp", "err", err)
 		}
 	}
-}
-
-// backOff pauses a listener whose accept failed with err, for twice as
-// long as the last time, within the backoff bounds.
-func (f *Forwarder) backOff(slot int32, err error) {
-	l := &f.lst.ls.Items[slot]
-	l.backoff = sock.NextAcceptBackoff(l.backoff)
-	f.log.Debug("splice: accept failed, retrying", "fd", l.tcp.Fd, "err", err, "in", l.backoff)
-	f.pauseListener(slot)
 }
 
 // pauseListener takes a listener out of epoll until its backoff passes.

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gopasta/gopasta/internal/limit"
 )
 
 // A listener whose accept fails for want of memory, or of descriptors with
@@ -19,6 +21,47 @@ const (
 // NextAcceptBackoff is the backoff after last (0 after a success).
 func NextAcceptBackoff(last time.Duration) time.Duration {
 	return min(max(2*last, MinAcceptBackoff), MaxAcceptBackoff)
+}
+
+// AcceptNext is what an event loop does after a failed accept.
+type AcceptNext int
+
+const (
+	AcceptAgain AcceptNext = iota // the error was about one connection: accept the next
+	AcceptDone                    // nothing waits now: wait for the listener's next event
+	AcceptPause                   // leave the listener out of the loop for *backoff
+)
+
+// AcceptFailed is one listener's rule when accept on lfd failed with err,
+// for both event loops: an error about one connection is passed over; an
+// empty queue ends the round (and the backoff); out of descriptors, the
+// connections waiting are refused with the spare (Refuse), each counted in
+// r, and the listener pauses briefly only if the spare is lost; out of
+// memory, the connection waits in the queue and the listener pauses for a
+// backoff that doubles while the failures go on. backoff is the
+// listener's own.
+func (s *Spare) AcceptFailed(err error, lfd int, acc *Acceptor, backoff *time.Duration, r *limit.Refusals) AcceptNext {
+	switch {
+	case err == unix.EAGAIN:
+		*backoff = 0
+		return AcceptDone
+	case AcceptRetry(err):
+		return AcceptAgain
+	case err == unix.EMFILE || err == unix.ENFILE:
+		n, pause := s.Refuse(lfd, acc, AcceptBatch)
+		for range n {
+			r.Refuse(limit.TCP, limit.Descriptors)
+		}
+		if !pause {
+			return AcceptDone
+		}
+		// Try again as soon as a descriptor may be free, without the
+		// backoff growing.
+		*backoff = MinAcceptBackoff
+		return AcceptPause
+	}
+	*backoff = NextAcceptBackoff(*backoff)
+	return AcceptPause
 }
 
 // Spare is a descriptor an event loop holds in reserve, so that a loop out

@@ -108,3 +108,40 @@ func TestNextAcceptBackoff(t *testing.T) {
 		}
 	}
 }
+
+// TestAcceptFailed: the loops' one rule after a failed accept.
+func TestAcceptFailed(t *testing.T) {
+	lfd, err := Listen{Addr: netip.MustParseAddr("127.0.0.1")}.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(lfd)
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(efd)
+	held, lost := NewSpare(efd), NewSpare(-1)
+	defer held.Close()
+	var acc Acceptor
+	for _, tc := range []struct {
+		name    string
+		s       *Spare
+		err     unix.Errno
+		backoff time.Duration // before
+		want    AcceptNext
+		after   time.Duration
+	}{
+		{"queue empty", held, unix.EAGAIN, time.Second, AcceptDone, 0},
+		{"one connection gone", held, unix.ECONNABORTED, 0, AcceptAgain, 0},
+		{"out of memory", held, unix.ENOMEM, 0, AcceptPause, MinAcceptBackoff},
+		{"out of memory again", held, unix.ENOBUFS, 40 * time.Millisecond, AcceptPause, 80 * time.Millisecond},
+		{"out of descriptors, spare held, nothing queued", held, unix.EMFILE, 0, AcceptDone, 0},
+		{"out of descriptors, spare lost", lost, unix.ENFILE, time.Second, AcceptPause, MinAcceptBackoff},
+	} {
+		b := tc.backoff
+		if got := tc.s.AcceptFailed(tc.err, lfd, &acc, &b, nil); got != tc.want || b != tc.after {
+			t.Errorf("%s: got %d with backoff %v, want %d with %v", tc.name, got, b, tc.want, tc.after)
+		}
+	}
+}
