@@ -56,8 +56,9 @@ type Options struct {
 	NoMapGW                            bool
 	MapHostLoopback4, MapHostLoopback6 netip.Addr
 	MapGuestAddr4, MapGuestAddr6       netip.Addr
-	// DNSForward (--dns-forward): DNS to it goes to DNSHost (--dns-host,
-	// or the host's first resolver, which the caller reads).
+	// DNSForward (--dns-forward): DNS to it (TCP and UDP ports 53 and
+	// 853, DNSPort) goes to DNSHost (--dns-host, or the host's first
+	// resolver, which the caller reads).
 	DNSForward4, DNSForward6 netip.Addr
 	DNSHost4, DNSHost6       netip.Addr
 	// Outbound (-o/--outbound, --outbound-if4/6): the source address and
