@@ -66,6 +66,11 @@ type Options struct {
 	// destinations, which only loopback can reach.
 	Outbound4, Outbound6     netip.Addr
 	OutboundIf4, OutboundIf6 string
+	// Freebind (--freebind): UDP flow sockets bind with IP_FREEBIND, as
+	// forwarded ports' listeners do: a host peer's reply socket binds the
+	// address the peer sent to, and a flow the namespace opens binds
+	// Outbound4/6, whether or not the host has that address configured.
+	Freebind bool
 
 	// VnetHdr: the link's frames carry a 12-byte virtio-net header (a TAP
 	// opened with IFF_VNET_HDR and TUNSETVNETHDRSZ 12), and the TAP has

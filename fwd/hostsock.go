@@ -61,7 +61,10 @@ func (e *Engine) openFlow(p *packet, proto uint8, hostDst netip.Addr, s hostSock
 // namespace's stack already coalesces small writes (Nagle), and delaying
 // them again here would only add latency. Datagram sockets queue ICMP
 // errors (IP_RECVERR), which udp.go turns into ICMP for the namespace.
-// UDP sockets that keep a port bind with SO_REUSEADDR, as pasta's do: a
+// With --freebind (Options.Freebind), UDP sockets bind the outbound
+// address with IP_FREEBIND, as pasta's flow sockets do: the host need not
+// have it configured. UDP sockets that keep a port bind with SO_REUSEADDR,
+// as pasta's do: a
 // namespace socket that talks to two peers, or sends from a port gopasta
 // forwards (a VPN or STUN endpoint), keeps its port for each, since every
 // flow socket and the forwarded port's listener share it, and the kernel
@@ -106,8 +109,15 @@ func (e *Engine) hostSocket(idx int32, s hostSock) (fd int, err error) {
 			return fd, err
 		}
 	}
-	if s.port != 0 && !stream && s.proto == 0 {
+	udp := !stream && s.proto == 0
+	if s.port != 0 && udp {
 		if err = e.sys.setsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
+			return fd, err
+		}
+	}
+	if udp && e.opts.Freebind && local.IsValid() {
+		// IPv6 sockets take IP_FREEBIND too (sock.Listen says why).
+		if err = e.sys.setsockoptInt(fd, unix.IPPROTO_IP, unix.IP_FREEBIND, 1); err != nil {
 			return fd, err
 		}
 	}

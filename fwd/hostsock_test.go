@@ -29,6 +29,7 @@ var optNames = map[[2]int]string{
 	{unix.IPPROTO_TCP, unix.TCP_NODELAY}:   "TCP_NODELAY",
 	{unix.SOL_SOCKET, unix.SO_REUSEADDR}:   "SO_REUSEADDR",
 	{unix.SOL_SOCKET, unix.SO_PEEK_OFF}:    "SO_PEEK_OFF",
+	{unix.IPPROTO_IP, unix.IP_FREEBIND}:    "IP_FREEBIND",
 }
 
 func (s *callSys) record(name, arg string) error {
@@ -92,6 +93,10 @@ func TestHostSocket(t *testing.T) {
 		Outbound4: netip.MustParseAddr("192.0.2.1"), OutboundIf4: "eth4",
 		Outbound6: netip.MustParseAddr("2001:db8::1"), OutboundIf6: "eth6",
 	}
+	// --freebind: UDP flows bind the outbound address with IP_FREEBIND
+	// (pasta's flow sockets do, TCP and ping sockets not).
+	freebind := out
+	freebind.Freebind = true
 	ext6 := netip.MustParseAddr("2001:db8::7")
 	syn := func(src, dst netip.Addr) []byte {
 		return tcpSegment(netip.AddrPortFrom(src, 40000), netip.AddrPortFrom(dst, 80), 1, 0, header.TCPFlagSYN, nil)
@@ -119,6 +124,24 @@ func TestHostSocket(t *testing.T) {
 		{"udp6 outbound to loopback", out, udpFrame(ns6, gw6, 1000, 53, nil), nil, []string{
 			"socket inet6 dgram 0", "setsockopt IPV6_V6ONLY=1", "setsockopt IPV6_RECVERR=1",
 			"setsockopt SO_REUSEADDR=1", "bind [::]:1000", "connect [::1]:53", "watch in"}, 0},
+		{"udp4 outbound freebind", freebind, udpFrame(ns4, ext, 1000, 53, nil), nil, []string{
+			"socket inet dgram 0", "setsockopt IP_RECVERR=1", "bindToDevice eth4", "setsockopt SO_REUSEADDR=1",
+			"setsockopt IP_FREEBIND=1", "bind 192.0.2.1:1000", "connect 192.0.2.7:53", "watch in"}, 0},
+		{"udp6 outbound freebind", freebind, udpFrame(ns6, ext6, 1000, 53, nil), nil, []string{
+			"socket inet6 dgram 0", "setsockopt IPV6_V6ONLY=1", "setsockopt IPV6_RECVERR=1", "bindToDevice eth6",
+			"setsockopt SO_REUSEADDR=1", "setsockopt IP_FREEBIND=1", "bind [2001:db8::1]:1000", "connect [2001:db8::7]:53", "watch in"}, 0},
+		{"udp4 freebind, no outbound address", Options{Freebind: true}, udpFrame(ns4, ext, 1000, 53, nil), nil, []string{
+			"socket inet dgram 0", "setsockopt IP_RECVERR=1", "setsockopt SO_REUSEADDR=1",
+			"bind 0.0.0.0:1000", "connect 192.0.2.7:53", "watch in"}, 0},
+		{"udp4 freebind to loopback", freebind, udpFrame(ns4, gw4, 1000, 53, nil), nil, []string{
+			"socket inet dgram 0", "setsockopt IP_RECVERR=1", "setsockopt SO_REUSEADDR=1",
+			"bind 0.0.0.0:1000", "connect 127.0.0.1:53", "watch in"}, 0},
+		{"tcp4 outbound freebind", freebind, syn(ns4, ext), nil, []string{
+			"socket inet stream 0", "setsockopt SO_PEEK_OFF=0", "setsockopt TCP_NODELAY=1", "bindToDevice eth4",
+			"bind 192.0.2.1:0", "connect 192.0.2.7:80", "watch in|out|rdhup|et"}, 0},
+		{"icmp4 outbound freebind", freebind, echoFrame(ns4, ext, 7, 1, nil), nil, []string{
+			"socket inet dgram 1", "setsockopt IP_RECVERR=1", "bindToDevice eth4",
+			"bind 192.0.2.1:7", "connect 192.0.2.7:0", "watch in"}, 0},
 		{"udp4 port taken", out, udpFrame(ns4, ext, 1000, 53, nil), map[string]unix.Errno{"bind": unix.EADDRINUSE}, []string{
 			"socket inet dgram 0", "setsockopt IP_RECVERR=1", "bindToDevice eth4", "setsockopt SO_REUSEADDR=1",
 			"bind 192.0.2.1:1000", "bind 192.0.2.1:0", "connect 192.0.2.7:53", "watch in"}, 0},

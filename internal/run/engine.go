@@ -66,6 +66,7 @@ func planEngine(cfg *config.Config, p *netPlan, rc resolvConf) engineSetup {
 		MapGuestAddr4: cfg.MapGuestAddr4, MapGuestAddr6: cfg.MapGuestAddr6,
 		Outbound4: cfg.Outbound4, Outbound6: cfg.Outbound6,
 		OutboundIf4: cfg.OutboundIf4, OutboundIf6: cfg.OutboundIf6,
+		Freebind: cfg.Freebind,
 	}
 	// The address whose traffic goes to host loopback: DNS on it may need
 	// to reach a loopback resolver.
