@@ -23,15 +23,6 @@ import (
 // has and nothing else, unless the socket has IP_FREEBIND.
 const anyIP6 = "2001:db8:5::"
 
-// hostCmd runs argv as root in e's host namespace (ip -n NAME ...), and
-// fails the test if it fails.
-func (e *env) hostCmd(t *testing.T, argv ...string) {
-	t.Helper()
-	if r := nstest.Run(t, nstest.RootUser, append([]string{"ip", "-n", e.h.Name()}, argv...)...); r.Code != 0 {
-		t.Fatalf("ip -n %s %q: %s", e.h.Name(), argv, r)
-	}
-}
-
 // TestFreebindUDPFlows: with --freebind, UDP flow sockets bind with
 // IP_FREEBIND as the listeners do (passt 2c6590d). A host peer's datagram
 // to an address of a local route reaches a -u port's listener bound to
@@ -42,7 +33,7 @@ func TestFreebindUDPFlows(t *testing.T) {
 	for _, u := range nstest.Users() {
 		t.Run(u.Name, func(t *testing.T) {
 			e := newEnv(t, u, hostSetup{peers: true})
-			e.hostCmd(t, "-6", "route", "add", "local", anyIP6+"/64", "dev", "lo")
+			e.hostIP(t, "-6", "route", "add", "local", anyIP6+"/64", "dev", "lo")
 			var mu sync.Mutex
 			var sources []netip.Addr
 			srv := e.serveUDPWith(t, "["+peer6+"]:0", func(pc net.PacketConn) {

@@ -509,6 +509,8 @@ func (p *peer) hold(c io.Closer) {
 //	                         until release; the result is "held H refused R
 //	                         failed F"
 //	slowput ADDR N SEED MS   put, spread over MS milliseconds (slowPut)
+//	ttlprobe ADDR TTL        UDP probes with TTL or hop limit TTL (ttlProbe);
+//	                         the result is "reply" or "icmp TYPE CODE FROM"
 func (p *peer) command(f []string) (string, error) {
 	if len(f) == 0 {
 		return "", errors.New("empty command")
@@ -702,6 +704,8 @@ func (p *peer) command(f []string) (string, error) {
 		return "", nil
 	case "ping":
 		return "", pingCheck(arg(1))
+	case "ttlprobe":
+		return ttlProbe(arg(1), int(num(2)))
 	case "hostile":
 		return hostileFrames(time.Duration(num(1))*time.Millisecond, uint64(num(2)), arg(3))
 	case "badmac":

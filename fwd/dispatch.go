@@ -26,6 +26,8 @@ type packet struct {
 	// csumDone: the transport checksum needs no verification (the link's
 	// virtio-net header said it is partial or already checked).
 	csumDone bool
+	// ttl is the IPv4 TTL or IPv6 hop limit the namespace sent with.
+	ttl uint8
 }
 
 // ip returns the IP header and everything after it, up to the packet's end.
@@ -243,7 +245,7 @@ func (e *Engine) classify4(fr []byte, p *packet) bool {
 		frame: fr, l3: header.EthernetMinimumSize,
 		l4:  header.EthernetMinimumSize + ip.HeaderLength(),
 		end: header.EthernetMinimumSize + int(ip.TotalLength()),
-		src: ip.Src(), dst: ip.Dst(), proto: ip.Protocol(),
+		src: ip.Src(), dst: ip.Dst(), proto: ip.Protocol(), ttl: ip.TTL(),
 		csumDone: p.csumDone,
 	}
 	return e.classifyL4(p)
@@ -272,7 +274,7 @@ func (e *Engine) classify6(fr []byte, p *packet) bool {
 		frame: fr, l3: header.EthernetMinimumSize,
 		l4:  header.EthernetMinimumSize + t.Offset,
 		end: header.EthernetMinimumSize + header.IPv6MinimumSize + int(ip.PayloadLength()),
-		src: ip.Src(), dst: ip.Dst(), proto: t.Protocol, v6: true,
+		src: ip.Src(), dst: ip.Dst(), proto: t.Protocol, v6: true, ttl: ip.HopLimit(),
 		csumDone: p.csumDone,
 	}
 	return e.classifyL4(p)

@@ -23,13 +23,17 @@ type callSys struct {
 }
 
 var optNames = map[[2]int]string{
-	{unix.IPPROTO_IPV6, unix.IPV6_V6ONLY}:  "IPV6_V6ONLY",
-	{unix.IPPROTO_IPV6, unix.IPV6_RECVERR}: "IPV6_RECVERR",
-	{unix.IPPROTO_IP, unix.IP_RECVERR}:     "IP_RECVERR",
-	{unix.IPPROTO_TCP, unix.TCP_NODELAY}:   "TCP_NODELAY",
-	{unix.SOL_SOCKET, unix.SO_REUSEADDR}:   "SO_REUSEADDR",
-	{unix.SOL_SOCKET, unix.SO_PEEK_OFF}:    "SO_PEEK_OFF",
-	{unix.IPPROTO_IP, unix.IP_FREEBIND}:    "IP_FREEBIND",
+	{unix.IPPROTO_IPV6, unix.IPV6_V6ONLY}:         "IPV6_V6ONLY",
+	{unix.IPPROTO_IPV6, unix.IPV6_RECVERR}:        "IPV6_RECVERR",
+	{unix.IPPROTO_IP, unix.IP_RECVERR}:            "IP_RECVERR",
+	{unix.IPPROTO_TCP, unix.TCP_NODELAY}:          "TCP_NODELAY",
+	{unix.SOL_SOCKET, unix.SO_REUSEADDR}:          "SO_REUSEADDR",
+	{unix.SOL_SOCKET, unix.SO_PEEK_OFF}:           "SO_PEEK_OFF",
+	{unix.IPPROTO_IP, unix.IP_FREEBIND}:           "IP_FREEBIND",
+	{unix.IPPROTO_IP, unix.IP_TTL}:                "IP_TTL",
+	{unix.IPPROTO_IPV6, unix.IPV6_UNICAST_HOPS}:   "IPV6_UNICAST_HOPS",
+	{unix.IPPROTO_IP, unix.IP_MULTICAST_TTL}:      "IP_MULTICAST_TTL",
+	{unix.IPPROTO_IPV6, unix.IPV6_MULTICAST_HOPS}: "IPV6_MULTICAST_HOPS",
 }
 
 func (s *callSys) record(name, arg string) error {
@@ -111,31 +115,31 @@ func TestHostSocket(t *testing.T) {
 	}{
 		{"udp4", Options{}, udpFrame(ns4, ext, 1000, 53, nil), nil, []string{
 			"socket inet dgram 0", "setsockopt IP_RECVERR=1", "setsockopt SO_REUSEADDR=1",
-			"bind 0.0.0.0:1000", "connect 192.0.2.7:53", "watch in"}, 0},
+			"bind 0.0.0.0:1000", "connect 192.0.2.7:53", "watch in", "setsockopt IP_TTL=64"}, 0},
 		{"udp4 outbound", out, udpFrame(ns4, ext, 1000, 53, nil), nil, []string{
 			"socket inet dgram 0", "setsockopt IP_RECVERR=1", "bindToDevice eth4", "setsockopt SO_REUSEADDR=1",
-			"bind 192.0.2.1:1000", "connect 192.0.2.7:53", "watch in"}, 0},
+			"bind 192.0.2.1:1000", "connect 192.0.2.7:53", "watch in", "setsockopt IP_TTL=64"}, 0},
 		{"udp4 outbound to loopback", out, udpFrame(ns4, gw4, 1000, 53, nil), nil, []string{
 			"socket inet dgram 0", "setsockopt IP_RECVERR=1", "setsockopt SO_REUSEADDR=1",
-			"bind 0.0.0.0:1000", "connect 127.0.0.1:53", "watch in"}, 0},
+			"bind 0.0.0.0:1000", "connect 127.0.0.1:53", "watch in", "setsockopt IP_TTL=64"}, 0},
 		{"udp6 outbound", out, udpFrame(ns6, ext6, 1000, 53, nil), nil, []string{
 			"socket inet6 dgram 0", "setsockopt IPV6_V6ONLY=1", "setsockopt IPV6_RECVERR=1", "bindToDevice eth6",
-			"setsockopt SO_REUSEADDR=1", "bind [2001:db8::1]:1000", "connect [2001:db8::7]:53", "watch in"}, 0},
+			"setsockopt SO_REUSEADDR=1", "bind [2001:db8::1]:1000", "connect [2001:db8::7]:53", "watch in", "setsockopt IPV6_UNICAST_HOPS=64"}, 0},
 		{"udp6 outbound to loopback", out, udpFrame(ns6, gw6, 1000, 53, nil), nil, []string{
 			"socket inet6 dgram 0", "setsockopt IPV6_V6ONLY=1", "setsockopt IPV6_RECVERR=1",
-			"setsockopt SO_REUSEADDR=1", "bind [::]:1000", "connect [::1]:53", "watch in"}, 0},
+			"setsockopt SO_REUSEADDR=1", "bind [::]:1000", "connect [::1]:53", "watch in", "setsockopt IPV6_UNICAST_HOPS=64"}, 0},
 		{"udp4 outbound freebind", freebind, udpFrame(ns4, ext, 1000, 53, nil), nil, []string{
 			"socket inet dgram 0", "setsockopt IP_RECVERR=1", "bindToDevice eth4", "setsockopt SO_REUSEADDR=1",
-			"setsockopt IP_FREEBIND=1", "bind 192.0.2.1:1000", "connect 192.0.2.7:53", "watch in"}, 0},
+			"setsockopt IP_FREEBIND=1", "bind 192.0.2.1:1000", "connect 192.0.2.7:53", "watch in", "setsockopt IP_TTL=64"}, 0},
 		{"udp6 outbound freebind", freebind, udpFrame(ns6, ext6, 1000, 53, nil), nil, []string{
 			"socket inet6 dgram 0", "setsockopt IPV6_V6ONLY=1", "setsockopt IPV6_RECVERR=1", "bindToDevice eth6",
-			"setsockopt SO_REUSEADDR=1", "setsockopt IP_FREEBIND=1", "bind [2001:db8::1]:1000", "connect [2001:db8::7]:53", "watch in"}, 0},
+			"setsockopt SO_REUSEADDR=1", "setsockopt IP_FREEBIND=1", "bind [2001:db8::1]:1000", "connect [2001:db8::7]:53", "watch in", "setsockopt IPV6_UNICAST_HOPS=64"}, 0},
 		{"udp4 freebind, no outbound address", Options{Freebind: true}, udpFrame(ns4, ext, 1000, 53, nil), nil, []string{
 			"socket inet dgram 0", "setsockopt IP_RECVERR=1", "setsockopt SO_REUSEADDR=1",
-			"bind 0.0.0.0:1000", "connect 192.0.2.7:53", "watch in"}, 0},
+			"bind 0.0.0.0:1000", "connect 192.0.2.7:53", "watch in", "setsockopt IP_TTL=64"}, 0},
 		{"udp4 freebind to loopback", freebind, udpFrame(ns4, gw4, 1000, 53, nil), nil, []string{
 			"socket inet dgram 0", "setsockopt IP_RECVERR=1", "setsockopt SO_REUSEADDR=1",
-			"bind 0.0.0.0:1000", "connect 127.0.0.1:53", "watch in"}, 0},
+			"bind 0.0.0.0:1000", "connect 127.0.0.1:53", "watch in", "setsockopt IP_TTL=64"}, 0},
 		{"tcp4 outbound freebind", freebind, syn(ns4, ext), nil, []string{
 			"socket inet stream 0", "setsockopt SO_PEEK_OFF=0", "setsockopt TCP_NODELAY=1", "bindToDevice eth4",
 			"bind 192.0.2.1:0", "connect 192.0.2.7:80", "watch in|out|rdhup|et"}, 0},
@@ -144,7 +148,7 @@ func TestHostSocket(t *testing.T) {
 			"bind 192.0.2.1:7", "connect 192.0.2.7:0", "watch in"}, 0},
 		{"udp4 port taken", out, udpFrame(ns4, ext, 1000, 53, nil), map[string]unix.Errno{"bind": unix.EADDRINUSE}, []string{
 			"socket inet dgram 0", "setsockopt IP_RECVERR=1", "bindToDevice eth4", "setsockopt SO_REUSEADDR=1",
-			"bind 192.0.2.1:1000", "bind 192.0.2.1:0", "connect 192.0.2.7:53", "watch in"}, 0},
+			"bind 192.0.2.1:1000", "bind 192.0.2.1:0", "connect 192.0.2.7:53", "watch in", "setsockopt IP_TTL=64"}, 0},
 		{"icmp4", out, echoFrame(ns4, ext, 7, 1, nil), nil, []string{
 			"socket inet dgram 1", "setsockopt IP_RECVERR=1", "bindToDevice eth4",
 			"bind 192.0.2.1:7", "connect 192.0.2.7:0", "watch in"}, 0},

@@ -13,7 +13,7 @@ type DropReason int
 const (
 	DropTruncated    DropReason = iota // frame shorter than its headers claim
 	DropEtherType                      // not IPv4, IPv6 or ARP (VLAN tags included)
-	DropBadIP                          // IP version, header length or total length wrong
+	DropBadIP                          // IP version, header length or total length wrong; a datagram with TTL or hop limit 0
 	DropBadChecksum                    // IPv4 header or transport checksum wrong
 	DropFragment                       // IP fragments: never reassembled, as pasta
 	DropBadTransport                   // transport header malformed (UDP length, ICMP type...)
