@@ -511,6 +511,9 @@ func (p *peer) hold(c io.Closer) {
 //	slowput ADDR N SEED MS   put, spread over MS milliseconds (slowPut)
 //	ttlprobe ADDR TTL        UDP probes with TTL or hop limit TTL (ttlProbe);
 //	                         the result is "reply" or "icmp TYPE CODE FROM"
+//	dgram ADDR SRC N DATA    N datagrams of DATA to ADDR (a group or a
+//	                         broadcast address too) from port SRC, nothing
+//	                         expected back (sendDatagrams)
 func (p *peer) command(f []string) (string, error) {
 	if len(f) == 0 {
 		return "", errors.New("empty command")
@@ -706,6 +709,8 @@ func (p *peer) command(f []string) (string, error) {
 		return "", pingCheck(arg(1))
 	case "ttlprobe":
 		return ttlProbe(arg(1), int(num(2)))
+	case "dgram":
+		return "", sendDatagrams(arg(1), int(num(2)), int(num(3)), arg(4))
 	case "hostile":
 		return hostileFrames(time.Duration(num(1))*time.Millisecond, uint64(num(2)), arg(3))
 	case "badmac":

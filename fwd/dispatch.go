@@ -355,7 +355,7 @@ func (e *Engine) classifyL4(p *packet) bool {
 		e.drop(DropProtocol)
 		return false
 	}
-	if !forwardable(p.dst) {
+	if !forwardable(p.dst, p.proto == header.ProtocolUDP) {
 		e.drop(DropDestination)
 		return false
 	}
@@ -363,16 +363,21 @@ func (e *Engine) classifyL4(p *packet) bool {
 }
 
 // forwardable reports whether a destination can have a host socket: no
-// multicast or broadcast (a connected host socket would send to the host's
-// networks, not the namespace's), no unspecified or loopback (never valid
-// on a wire), and no link-local unless the NAT maps it (checked later by
-// the translators, which see the mapped address).
-func forwardable(a netip.Addr) bool {
-	if a.IsMulticast() || a.IsUnspecified() || a.IsLoopback() {
+// unspecified or loopback address (never valid on a wire), and no
+// link-local unicast unless the NAT maps it (checked later by the
+// translators, which see the mapped address). Multicast and broadcast
+// only for UDP (datagrams), which leave through a host socket onto the
+// host's network as pasta's do (SSDP, mDNS, discovery broadcasts), with
+// the host's other listeners on the group seeing them too (the socket
+// loops them back): a connection or an echo has no group to talk to. Not
+// interface-local multicast (ff01::/16), which never leaves a node's
+// interface.
+func forwardable(a netip.Addr, udp bool) bool {
+	if a.IsUnspecified() || a.IsLoopback() || a.IsInterfaceLocalMulticast() {
 		return false
 	}
-	if a.Is4() && a.As4() == [4]byte{255, 255, 255, 255} {
-		return false
+	if a.IsMulticast() || (a.Is4() && a.As4() == [4]byte{255, 255, 255, 255}) {
+		return udp
 	}
 	return true
 }

@@ -66,6 +66,12 @@ type Options struct {
 	// destinations, which only loopback can reach.
 	Outbound4, Outbound6     netip.Addr
 	OutboundIf4, OutboundIf6 string
+	// MulticastIf6 is the host interface (its index) that UDP toward
+	// IPv6 multicast groups leaves by: the template interface, which link
+	// scope (ff02::/16) needs and which other scopes take rather than
+	// whichever interface the first multicast route names. 0: routing
+	// decides, and link-scope groups are unreachable.
+	MulticastIf6 int
 	// Freebind (--freebind): UDP flow sockets bind with IP_FREEBIND, as
 	// forwarded ports' listeners do: a host peer's reply socket binds the
 	// address the peer sent to, and a flow the namespace opens binds

@@ -71,8 +71,10 @@ func (e *Engine) openFlow(p *packet, proto uint8, hostDst netip.Addr, s hostSock
 // hands a datagram to the socket connected to its sender first. Ping
 // sockets do not: their replies are matched by identifier alone.
 //
-// The socket leaves through the outbound interface and address
-// (outbound). When socket(2) fails for lack of descriptors, a datagram
+// A UDP socket toward an IPv6 multicast group leaves through the template
+// interface (Options.MulticastIf6), one toward a broadcast address gets
+// SO_BROADCAST once connect(2) refuses it without. The socket leaves
+// through the outbound interface and address (outbound). When socket(2) fails for lack of descriptors, a datagram
 // flow makes room (outOfDescriptors). Errors are the system calls' own.
 func (e *Engine) hostSocket(idx int32, s hostSock) (fd int, err error) {
 	f := e.flow(idx)
@@ -129,7 +131,20 @@ func (e *Engine) hostSocket(idx int32, s hostSock) (fd int, err error) {
 			return fd, err
 		}
 	}
+	if udp && v6 && f.HostAddr().IsMulticast() && e.opts.MulticastIf6 != 0 {
+		if err = e.sys.setsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_MULTICAST_IF, e.opts.MulticastIf6); err != nil {
+			return fd, err
+		}
+	}
 	err = e.sys.connect(fd, e.sa.Of(f.HostAddr(), f.DstPort, v6))
+	if udp && !v6 && errors.Is(err, unix.EACCES) {
+		// A broadcast address (255.255.255.255, or a subnet's):
+		// connect(2) refuses it to a socket without SO_BROADCAST, which
+		// only a broadcast destination needs.
+		if err = e.sys.setsockoptInt(fd, unix.SOL_SOCKET, unix.SO_BROADCAST, 1); err == nil {
+			err = e.sys.connect(fd, e.sa.Of(f.HostAddr(), f.DstPort, v6))
+		}
+	}
 	if err != nil && !errors.Is(err, unix.EINPROGRESS) {
 		return fd, err
 	}

@@ -18,7 +18,7 @@ const (
 	DropFragment                       // IP fragments: never reassembled, as pasta
 	DropBadTransport                   // transport header malformed (UDP length, ICMP type...)
 	DropProtocol                       // protocol disabled (--no-udp...) or not handled
-	DropDestination                    // destination we do not forward (multicast, broadcast, link-local)
+	DropDestination                    // destination we do not forward (loopback, link-local, multicast or broadcast but for UDP)
 	DropTableFull                      // flow table at capacity
 	DropHostSocket                     // host socket could not be opened or refused the data, or two host peers look alike to the namespace
 	DropTooBig                         // host datagram larger than a frame toward the namespace holds

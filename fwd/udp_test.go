@@ -493,7 +493,7 @@ func (s *sendSys) sendmmsg(fd int, m []unix.Mmsghdr) (int, error) {
 // namespace sent them with (passt a7775e9): the socket takes each new value
 // before the datagrams that carry it (runs of one value still go in one
 // sendmmsg), keeps it for the next cycle, and a TTL of 0, which no wire
-// carries, is dropped.
+// carries, is dropped. A multicast destination takes the multicast option.
 func TestUDPTTL(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -502,6 +502,8 @@ func TestUDPTTL(t *testing.T) {
 	}{
 		{"ipv4", ns4, ext, "IP_TTL"},
 		{"ipv6", ns6, netip.MustParseAddr("2001:db8::7"), "IPV6_UNICAST_HOPS"},
+		{"ipv4 multicast", ns4, netip.MustParseAddr("239.255.255.250"), "IP_MULTICAST_TTL"},
+		{"ipv6 multicast", ns6, netip.MustParseAddr("ff05::c"), "IPV6_MULTICAST_HOPS"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := newDriven(t, Options{})

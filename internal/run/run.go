@@ -188,6 +188,8 @@ func Run(cfg *config.Config) (int, error) {
 	refusals := &limit.Refusals{Log: log}
 	defer refusals.Stop()
 	es.opts.Refusals = refusals
+	// IPv6 multicast from the namespace leaves by the template interface.
+	es.opts.MulticastIf6 = tmpl.Ifindex6
 	var eng *fwd.Engine
 	engineDone := &engineRun{done: make(chan struct{})} // never closes without an engine
 	if cfg.SpliceOnly {
