@@ -135,7 +135,7 @@ func (e *Engine) classify(fr []byte, p *packet) bool {
 		if header.ARP(eth.Payload()).IsValid() {
 			e.learnMAC(fr, nil)
 		}
-		e.respond(arpReply, fr)
+		e.respondNeigh(arpReply, fr)
 		return false
 	case header.EtherTypeIPv4:
 		return e.classify4(fr, p)
@@ -151,6 +151,26 @@ func (e *Engine) respond(r responder, fr []byte) {
 		e.drop(DropProtocol)
 		return
 	}
+	out := e.responseBuf(fr)
+	if n := r(e.p, fr, out); n > 0 {
+		e.txCommit(n)
+	}
+}
+
+// A neighResponder answers with the MAC addresses of the mirrored
+// neighbour table: ARP and NDP.
+type neighResponder func(p *NetParams, nt *neighTable, frame, out []byte) int
+
+func (e *Engine) respondNeigh(r neighResponder, fr []byte) {
+	out := e.responseBuf(fr)
+	if n := r(e.p, &e.neigh, fr, out); n > 0 {
+		e.txCommit(n)
+	}
+}
+
+// responseBuf readies frame fr for a responder and returns the buffer its
+// answer goes in.
+func (e *Engine) responseBuf(fr []byte) []byte {
 	if h := e.rxHdr; h != nil && h.Flags()&header.VirtioNetHdrFNeedsCsum != 0 {
 		// The responders check what they parse, checksums included;
 		// complete a partial one first. Only DHCP and DHCPv6 from
@@ -158,10 +178,7 @@ func (e *Engine) respond(r responder, fr []byte) {
 		// on the data path.
 		completeChecksum(fr, int(h.CsumStart()), int(h.CsumOffset()))
 	}
-	out := e.txBuf()
-	if n := r(e.p, fr, out); n > 0 {
-		e.txCommit(n)
-	}
+	return e.txBuf()
 }
 
 // learnMAC takes the namespace's MAC address from the source of frame fr,
@@ -337,7 +354,7 @@ func (e *Engine) classifyL4(p *packet) bool {
 		}
 		switch ic.Type() {
 		case header.ICMPv6RouterSolicitation, header.ICMPv6NeighborSolicitation:
-			e.respond(ndpReply, p.frame)
+			e.respondNeigh(ndpReply, p.frame)
 			return false
 		case header.ICMPv6EchoRequest:
 			if ic.Code() != 0 {

@@ -72,6 +72,11 @@ type Options struct {
 	// whichever interface the first multicast route names. 0: routing
 	// decides, and link-scope groups are unreachable.
 	MulticastIf6 int
+	// Neighbours, when set, is the host's neighbour table on the template
+	// interfaces, which the engine mirrors (neigh.go): ARP and NDP answers
+	// for the host's neighbours, and frames from them, carry their own
+	// MAC addresses. The caller owns it (the engine does not close it).
+	Neighbours NeighbourSource
 	// Freebind (--freebind): UDP flow sockets bind with IP_FREEBIND, as
 	// forwarded ports' listeners do: a host peer's reply socket binds the
 	// address the peer sent to, and a flow the namespace opens binds
@@ -137,10 +142,9 @@ type Engine struct {
 	vnet          int // virtio-net header length on the link: 0 or 12
 	// rxHdr is the virtio-net header of the frame being handled (nil
 	// without one): a responder completes its partial checksum (respond).
-	rxHdr  header.VirtioNetHdr
-	ourMAC [6]byte
-	nsMAC  [6]byte // learnt from the namespace's frames
-	ipID   uint16
+	rxHdr header.VirtioNetHdr
+	nsMAC [6]byte // learnt from the namespace's frames
+	ipID  uint16
 
 	ft *flowTable
 	tr [numProtos]translator
@@ -186,6 +190,8 @@ type Engine struct {
 	closed        bool
 
 	lst listenTable // forwarded-port listeners (listen.go)
+
+	neigh neighTable // the host's neighbour table, mirrored (neigh.go)
 }
 
 // warnings that must be said once, not once per packet.
@@ -242,7 +248,6 @@ func New(link Link, p *NetParams, opts Options) (*Engine, error) {
 		e.vnet = header.VirtioNetHdrSize
 		e.frameMax = max(e.frameMax, gsoFrameMax)
 	}
-	copy(e.ourMAC[:], p.OurMAC)
 	e.nsMAC = [6]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
 	e.pin = threadPin{lock: runtime.LockOSThread, unlock: runtime.UnlockOSThread}
 	e.start = e.clock()
@@ -250,6 +255,7 @@ func New(link Link, p *NetParams, opts Options) (*Engine, error) {
 	for i := range e.lastDropLog {
 		e.lastDropLog[i] = -tickInterval
 	}
+	e.neigh.init(e)
 	e.ft = newFlowTable(opts.FlowCapacity)
 	e.dgramMax = datagramBudget(opts.FlowCapacity, opts.DatagramFlows)
 

@@ -15,6 +15,7 @@ import (
 	"github.com/gopasta/gopasta/fwd"
 	"github.com/gopasta/gopasta/internal/config"
 	"github.com/gopasta/gopasta/internal/limit"
+	"github.com/gopasta/gopasta/ns"
 )
 
 // engineSetup is everything the engine needs, derived from the command line
@@ -141,6 +142,12 @@ func startEngine(ctx context.Context, cfg *config.Config, dl *dataLink, es engin
 	}
 	return e, done, closePcap, nil
 }
+
+// neighbourSource is the host's neighbour table (ns.Neighbours) as the
+// engine follows it (fwd.NeighbourSource).
+type neighbourSource struct{ *ns.Neighbours }
+
+func (s neighbourSource) Read(h fwd.NeighbourHandler) error { return s.Neighbours.Read(h) }
 
 // engineRun is a running engine: done closes when Run returns, and err is
 // Run's result from then on (any number of goroutines may wait).
