@@ -516,6 +516,14 @@ func (p *peer) hold(c io.Closer) {
 //	                         until release; the result is "held H refused R
 //	                         failed F"
 //	slowput ADDR N SEED MS   put, spread over MS milliseconds (slowPut)
+//	ttlprobe ADDR TTL        UDP probes with TTL or hop limit TTL (ttlProbe);
+//	                         the result is "reply" or "icmp TYPE CODE FROM"
+//	dgram ADDR SRC N DATA    N datagrams of DATA to ADDR (a group or a
+//	                         broadcast address too) from port SRC, nothing
+//	                         expected back (sendDatagrams)
+//	neigh ADDR MAC MS [flush]  resolves ADDR (its entry flushed first, if
+//	                         asked) and waits up to MS ms for its
+//	                         neighbour entry to show MAC (neighWait)
 func (p *peer) command(f []string) (string, error) {
 	if len(f) == 0 {
 		return "", errors.New("empty command")
@@ -709,6 +717,12 @@ func (p *peer) command(f []string) (string, error) {
 		return "", nil
 	case "ping":
 		return "", pingCheck(arg(1))
+	case "ttlprobe":
+		return ttlProbe(arg(1), int(num(2)))
+	case "dgram":
+		return "", sendDatagrams(arg(1), int(num(2)), int(num(3)), arg(4))
+	case "neigh":
+		return neighCmd(f)
 	case "hostile":
 		return hostileFrames(time.Duration(num(1))*time.Millisecond, uint64(num(2)), arg(3))
 	case "badmac":

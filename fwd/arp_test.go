@@ -50,7 +50,7 @@ func TestARPReply(t *testing.T) {
 	}
 	for _, tt := range tests {
 		out := bytes.Repeat([]byte{0xee}, 128)
-		n := arpReply(p, tt.frame, out)
+		n := arpReply(p, nil, tt.frame, out)
 		if n != tt.wantSize {
 			t.Errorf("%s: reply length %d, want %d", tt.name, n, tt.wantSize)
 			continue
@@ -81,7 +81,7 @@ func FuzzARPReply(f *testing.F) {
 	p := respParams()
 	out := make([]byte, 1514)
 	f.Fuzz(func(t *testing.T, frame []byte) {
-		if n := arpReply(p, frame, out); n != 0 && n != arpFrameLen {
+		if n := arpReply(p, nil, frame, out); n != 0 && n != arpFrameLen {
 			t.Fatalf("reply length %d", n)
 		}
 	})
@@ -91,7 +91,7 @@ func BenchmarkARPReply(b *testing.B) {
 	p, fr, out := respParams(), arpRequest(header.ARPRequest, "192.0.2.10", "192.0.2.1"), make([]byte, 1514)
 	b.ReportAllocs()
 	for b.Loop() {
-		if arpReply(p, fr, out) == 0 {
+		if arpReply(p, nil, fr, out) == 0 {
 			b.Fatal("no reply")
 		}
 	}

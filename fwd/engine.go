@@ -56,8 +56,9 @@ type Options struct {
 	NoMapGW                            bool
 	MapHostLoopback4, MapHostLoopback6 netip.Addr
 	MapGuestAddr4, MapGuestAddr6       netip.Addr
-	// DNSForward (--dns-forward): DNS to it goes to DNSHost (--dns-host,
-	// or the host's first resolver, which the caller reads).
+	// DNSForward (--dns-forward): DNS to it (TCP and UDP ports 53 and
+	// 853, DNSPort) goes to DNSHost (--dns-host, or the host's first
+	// resolver, which the caller reads).
 	DNSForward4, DNSForward6 netip.Addr
 	DNSHost4, DNSHost6       netip.Addr
 	// Outbound (-o/--outbound, --outbound-if4/6): the source address and
@@ -65,6 +66,22 @@ type Options struct {
 	// destinations, which only loopback can reach.
 	Outbound4, Outbound6     netip.Addr
 	OutboundIf4, OutboundIf6 string
+	// MulticastIf6 is the host interface (its index) that UDP toward
+	// IPv6 multicast groups leaves by: the template interface, which link
+	// scope (ff02::/16) needs and which other scopes take rather than
+	// whichever interface the first multicast route names. 0: routing
+	// decides, and link-scope groups are unreachable.
+	MulticastIf6 int
+	// Neighbours, when set, is the host's neighbour table on the template
+	// interfaces, which the engine mirrors (neigh.go): ARP and NDP answers
+	// for the host's neighbours, and frames from them, carry their own
+	// MAC addresses. The caller owns it (the engine does not close it).
+	Neighbours NeighbourSource
+	// Freebind (--freebind): UDP flow sockets bind with IP_FREEBIND, as
+	// forwarded ports' listeners do: a host peer's reply socket binds the
+	// address the peer sent to, and a flow the namespace opens binds
+	// Outbound4/6, whether or not the host has that address configured.
+	Freebind bool
 
 	// VnetHdr: the link's frames carry a 12-byte virtio-net header (a TAP
 	// opened with IFF_VNET_HDR and TUNSETVNETHDRSZ 12), and the TAP has
@@ -125,10 +142,9 @@ type Engine struct {
 	vnet          int // virtio-net header length on the link: 0 or 12
 	// rxHdr is the virtio-net header of the frame being handled (nil
 	// without one): a responder completes its partial checksum (respond).
-	rxHdr  header.VirtioNetHdr
-	ourMAC [6]byte
-	nsMAC  [6]byte // learnt from the namespace's frames
-	ipID   uint16
+	rxHdr header.VirtioNetHdr
+	nsMAC [6]byte // learnt from the namespace's frames
+	ipID  uint16
 
 	ft *flowTable
 	tr [numProtos]translator
@@ -175,6 +191,8 @@ type Engine struct {
 	closed        bool
 
 	lst listenTable // forwarded-port listeners (listen.go)
+
+	neigh neighTable // the host's neighbour table, mirrored (neigh.go)
 }
 
 // warnings that must be said once, not once per packet.
@@ -231,7 +249,6 @@ func New(link Link, p *NetParams, opts Options) (*Engine, error) {
 		e.vnet = header.VirtioNetHdrSize
 		e.frameMax = max(e.frameMax, gsoFrameMax)
 	}
-	copy(e.ourMAC[:], p.OurMAC)
 	e.nsMAC = [6]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
 	e.pin = threadPin{lock: runtime.LockOSThread, unlock: runtime.UnlockOSThread}
 	e.start = e.clock()
@@ -239,6 +256,7 @@ func New(link Link, p *NetParams, opts Options) (*Engine, error) {
 	for i := range e.lastDropLog {
 		e.lastDropLog[i] = -tickInterval
 	}
+	e.neigh.init(e)
 	e.ft = newFlowTable(opts.FlowCapacity)
 	e.dgramMax = datagramBudget(opts.FlowCapacity, opts.DatagramFlows)
 

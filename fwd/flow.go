@@ -70,6 +70,9 @@ type Flow struct {
 	Fd       int
 	host     [16]byte
 	hostKind uint8 // 0: none, 4 or 6
+	// ttl is the TTL or hop limit a UDP flow's socket sends with, the
+	// namespace's last (0: the socket's default, not set yet).
+	ttl uint8
 
 	// Deadline (engine nanoseconds) at which the translator's timer
 	// hook runs; 0 = none.

@@ -61,15 +61,20 @@ func (e *Engine) openFlow(p *packet, proto uint8, hostDst netip.Addr, s hostSock
 // namespace's stack already coalesces small writes (Nagle), and delaying
 // them again here would only add latency. Datagram sockets queue ICMP
 // errors (IP_RECVERR), which udp.go turns into ICMP for the namespace.
-// UDP sockets that keep a port bind with SO_REUSEADDR, as pasta's do: a
+// With --freebind (Options.Freebind), UDP sockets bind the outbound
+// address with IP_FREEBIND, as pasta's flow sockets do: the host need not
+// have it configured. UDP sockets that keep a port bind with SO_REUSEADDR,
+// as pasta's do: a
 // namespace socket that talks to two peers, or sends from a port gopasta
 // forwards (a VPN or STUN endpoint), keeps its port for each, since every
 // flow socket and the forwarded port's listener share it, and the kernel
 // hands a datagram to the socket connected to its sender first. Ping
 // sockets do not: their replies are matched by identifier alone.
 //
-// The socket leaves through the outbound interface and address
-// (outbound). When socket(2) fails for lack of descriptors, a datagram
+// A UDP socket toward an IPv6 multicast group leaves through the template
+// interface (Options.MulticastIf6), one toward a broadcast address gets
+// SO_BROADCAST once connect(2) refuses it without. The socket leaves
+// through the outbound interface and address (outbound). When socket(2) fails for lack of descriptors, a datagram
 // flow makes room (outOfDescriptors). Errors are the system calls' own.
 func (e *Engine) hostSocket(idx int32, s hostSock) (fd int, err error) {
 	f := e.flow(idx)
@@ -106,8 +111,15 @@ func (e *Engine) hostSocket(idx int32, s hostSock) (fd int, err error) {
 			return fd, err
 		}
 	}
-	if s.port != 0 && !stream && s.proto == 0 {
+	udp := !stream && s.proto == 0
+	if s.port != 0 && udp {
 		if err = e.sys.setsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
+			return fd, err
+		}
+	}
+	if udp && e.opts.Freebind && local.IsValid() {
+		// IPv6 sockets take IP_FREEBIND too (sock.Listen says why).
+		if err = e.sys.setsockoptInt(fd, unix.IPPROTO_IP, unix.IP_FREEBIND, 1); err != nil {
 			return fd, err
 		}
 	}
@@ -119,7 +131,20 @@ func (e *Engine) hostSocket(idx int32, s hostSock) (fd int, err error) {
 			return fd, err
 		}
 	}
+	if udp && v6 && f.HostAddr().IsMulticast() && e.opts.MulticastIf6 != 0 {
+		if err = e.sys.setsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_MULTICAST_IF, e.opts.MulticastIf6); err != nil {
+			return fd, err
+		}
+	}
 	err = e.sys.connect(fd, e.sa.Of(f.HostAddr(), f.DstPort, v6))
+	if udp && !v6 && errors.Is(err, unix.EACCES) {
+		// A broadcast address (255.255.255.255, or a subnet's):
+		// connect(2) refuses it to a socket without SO_BROADCAST, which
+		// only a broadcast destination needs.
+		if err = e.sys.setsockoptInt(fd, unix.SOL_SOCKET, unix.SO_BROADCAST, 1); err == nil {
+			err = e.sys.connect(fd, e.sa.Of(f.HostAddr(), f.DstPort, v6))
+		}
+	}
 	if err != nil && !errors.Is(err, unix.EINPROGRESS) {
 		return fd, err
 	}

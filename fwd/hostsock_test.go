@@ -23,12 +23,19 @@ type callSys struct {
 }
 
 var optNames = map[[2]int]string{
-	{unix.IPPROTO_IPV6, unix.IPV6_V6ONLY}:  "IPV6_V6ONLY",
-	{unix.IPPROTO_IPV6, unix.IPV6_RECVERR}: "IPV6_RECVERR",
-	{unix.IPPROTO_IP, unix.IP_RECVERR}:     "IP_RECVERR",
-	{unix.IPPROTO_TCP, unix.TCP_NODELAY}:   "TCP_NODELAY",
-	{unix.SOL_SOCKET, unix.SO_REUSEADDR}:   "SO_REUSEADDR",
-	{unix.SOL_SOCKET, unix.SO_PEEK_OFF}:    "SO_PEEK_OFF",
+	{unix.IPPROTO_IPV6, unix.IPV6_V6ONLY}:         "IPV6_V6ONLY",
+	{unix.IPPROTO_IPV6, unix.IPV6_RECVERR}:        "IPV6_RECVERR",
+	{unix.IPPROTO_IP, unix.IP_RECVERR}:            "IP_RECVERR",
+	{unix.IPPROTO_TCP, unix.TCP_NODELAY}:          "TCP_NODELAY",
+	{unix.SOL_SOCKET, unix.SO_REUSEADDR}:          "SO_REUSEADDR",
+	{unix.SOL_SOCKET, unix.SO_PEEK_OFF}:           "SO_PEEK_OFF",
+	{unix.IPPROTO_IP, unix.IP_FREEBIND}:           "IP_FREEBIND",
+	{unix.IPPROTO_IP, unix.IP_TTL}:                "IP_TTL",
+	{unix.IPPROTO_IPV6, unix.IPV6_UNICAST_HOPS}:   "IPV6_UNICAST_HOPS",
+	{unix.IPPROTO_IP, unix.IP_MULTICAST_TTL}:      "IP_MULTICAST_TTL",
+	{unix.IPPROTO_IPV6, unix.IPV6_MULTICAST_HOPS}: "IPV6_MULTICAST_HOPS",
+	{unix.IPPROTO_IPV6, unix.IPV6_MULTICAST_IF}:   "IPV6_MULTICAST_IF",
+	{unix.SOL_SOCKET, unix.SO_BROADCAST}:          "SO_BROADCAST",
 }
 
 func (s *callSys) record(name, arg string) error {
@@ -92,6 +99,10 @@ func TestHostSocket(t *testing.T) {
 		Outbound4: netip.MustParseAddr("192.0.2.1"), OutboundIf4: "eth4",
 		Outbound6: netip.MustParseAddr("2001:db8::1"), OutboundIf6: "eth6",
 	}
+	// --freebind: UDP flows bind the outbound address with IP_FREEBIND
+	// (pasta's flow sockets do, TCP and ping sockets not).
+	freebind := out
+	freebind.Freebind = true
 	ext6 := netip.MustParseAddr("2001:db8::7")
 	syn := func(src, dst netip.Addr) []byte {
 		return tcpSegment(netip.AddrPortFrom(src, 40000), netip.AddrPortFrom(dst, 80), 1, 0, header.TCPFlagSYN, nil)
@@ -106,22 +117,40 @@ func TestHostSocket(t *testing.T) {
 	}{
 		{"udp4", Options{}, udpFrame(ns4, ext, 1000, 53, nil), nil, []string{
 			"socket inet dgram 0", "setsockopt IP_RECVERR=1", "setsockopt SO_REUSEADDR=1",
-			"bind 0.0.0.0:1000", "connect 192.0.2.7:53", "watch in"}, 0},
+			"bind 0.0.0.0:1000", "connect 192.0.2.7:53", "watch in", "setsockopt IP_TTL=64"}, 0},
 		{"udp4 outbound", out, udpFrame(ns4, ext, 1000, 53, nil), nil, []string{
 			"socket inet dgram 0", "setsockopt IP_RECVERR=1", "bindToDevice eth4", "setsockopt SO_REUSEADDR=1",
-			"bind 192.0.2.1:1000", "connect 192.0.2.7:53", "watch in"}, 0},
+			"bind 192.0.2.1:1000", "connect 192.0.2.7:53", "watch in", "setsockopt IP_TTL=64"}, 0},
 		{"udp4 outbound to loopback", out, udpFrame(ns4, gw4, 1000, 53, nil), nil, []string{
 			"socket inet dgram 0", "setsockopt IP_RECVERR=1", "setsockopt SO_REUSEADDR=1",
-			"bind 0.0.0.0:1000", "connect 127.0.0.1:53", "watch in"}, 0},
+			"bind 0.0.0.0:1000", "connect 127.0.0.1:53", "watch in", "setsockopt IP_TTL=64"}, 0},
 		{"udp6 outbound", out, udpFrame(ns6, ext6, 1000, 53, nil), nil, []string{
 			"socket inet6 dgram 0", "setsockopt IPV6_V6ONLY=1", "setsockopt IPV6_RECVERR=1", "bindToDevice eth6",
-			"setsockopt SO_REUSEADDR=1", "bind [2001:db8::1]:1000", "connect [2001:db8::7]:53", "watch in"}, 0},
+			"setsockopt SO_REUSEADDR=1", "bind [2001:db8::1]:1000", "connect [2001:db8::7]:53", "watch in", "setsockopt IPV6_UNICAST_HOPS=64"}, 0},
 		{"udp6 outbound to loopback", out, udpFrame(ns6, gw6, 1000, 53, nil), nil, []string{
 			"socket inet6 dgram 0", "setsockopt IPV6_V6ONLY=1", "setsockopt IPV6_RECVERR=1",
-			"setsockopt SO_REUSEADDR=1", "bind [::]:1000", "connect [::1]:53", "watch in"}, 0},
+			"setsockopt SO_REUSEADDR=1", "bind [::]:1000", "connect [::1]:53", "watch in", "setsockopt IPV6_UNICAST_HOPS=64"}, 0},
+		{"udp4 outbound freebind", freebind, udpFrame(ns4, ext, 1000, 53, nil), nil, []string{
+			"socket inet dgram 0", "setsockopt IP_RECVERR=1", "bindToDevice eth4", "setsockopt SO_REUSEADDR=1",
+			"setsockopt IP_FREEBIND=1", "bind 192.0.2.1:1000", "connect 192.0.2.7:53", "watch in", "setsockopt IP_TTL=64"}, 0},
+		{"udp6 outbound freebind", freebind, udpFrame(ns6, ext6, 1000, 53, nil), nil, []string{
+			"socket inet6 dgram 0", "setsockopt IPV6_V6ONLY=1", "setsockopt IPV6_RECVERR=1", "bindToDevice eth6",
+			"setsockopt SO_REUSEADDR=1", "setsockopt IP_FREEBIND=1", "bind [2001:db8::1]:1000", "connect [2001:db8::7]:53", "watch in", "setsockopt IPV6_UNICAST_HOPS=64"}, 0},
+		{"udp4 freebind, no outbound address", Options{Freebind: true}, udpFrame(ns4, ext, 1000, 53, nil), nil, []string{
+			"socket inet dgram 0", "setsockopt IP_RECVERR=1", "setsockopt SO_REUSEADDR=1",
+			"bind 0.0.0.0:1000", "connect 192.0.2.7:53", "watch in", "setsockopt IP_TTL=64"}, 0},
+		{"udp4 freebind to loopback", freebind, udpFrame(ns4, gw4, 1000, 53, nil), nil, []string{
+			"socket inet dgram 0", "setsockopt IP_RECVERR=1", "setsockopt SO_REUSEADDR=1",
+			"bind 0.0.0.0:1000", "connect 127.0.0.1:53", "watch in", "setsockopt IP_TTL=64"}, 0},
+		{"tcp4 outbound freebind", freebind, syn(ns4, ext), nil, []string{
+			"socket inet stream 0", "setsockopt SO_PEEK_OFF=0", "setsockopt TCP_NODELAY=1", "bindToDevice eth4",
+			"bind 192.0.2.1:0", "connect 192.0.2.7:80", "watch in|out|rdhup|et"}, 0},
+		{"icmp4 outbound freebind", freebind, echoFrame(ns4, ext, 7, 1, nil), nil, []string{
+			"socket inet dgram 1", "setsockopt IP_RECVERR=1", "bindToDevice eth4",
+			"bind 192.0.2.1:7", "connect 192.0.2.7:0", "watch in"}, 0},
 		{"udp4 port taken", out, udpFrame(ns4, ext, 1000, 53, nil), map[string]unix.Errno{"bind": unix.EADDRINUSE}, []string{
 			"socket inet dgram 0", "setsockopt IP_RECVERR=1", "bindToDevice eth4", "setsockopt SO_REUSEADDR=1",
-			"bind 192.0.2.1:1000", "bind 192.0.2.1:0", "connect 192.0.2.7:53", "watch in"}, 0},
+			"bind 192.0.2.1:1000", "bind 192.0.2.1:0", "connect 192.0.2.7:53", "watch in", "setsockopt IP_TTL=64"}, 0},
 		{"icmp4", out, echoFrame(ns4, ext, 7, 1, nil), nil, []string{
 			"socket inet dgram 1", "setsockopt IP_RECVERR=1", "bindToDevice eth4",
 			"bind 192.0.2.1:7", "connect 192.0.2.7:0", "watch in"}, 0},
@@ -268,5 +297,92 @@ func TestTCPOpenFailure(t *testing.T) {
 				t.Errorf("evicted: got %d, want the UDP flow", e.Stats().Evicted)
 			}
 		})
+	}
+}
+
+// TestHostSocketGroups: UDP toward a multicast group or a broadcast
+// address gets a host socket as any other datagram does (passt 324233b),
+// IPv6 groups by the template interface (link scope needs one), and a
+// broadcast address SO_BROADCAST once connect(2) refuses it without.
+func TestHostSocketGroups(t *testing.T) {
+	a := netip.MustParseAddr
+	mif := Options{MulticastIf6: 7}
+	for _, tc := range []struct {
+		name  string
+		opts  Options
+		frame []byte
+		fail  map[string]unix.Errno
+		want  []string
+		err   unix.Errno
+	}{
+		{"ssdp", Options{}, udpFrame(ns4, a("239.255.255.250"), 41900, 1900, nil), nil, []string{
+			"socket inet dgram 0", "setsockopt IP_RECVERR=1", "setsockopt SO_REUSEADDR=1",
+			"bind 0.0.0.0:41900", "connect 239.255.255.250:1900", "watch in", "setsockopt IP_MULTICAST_TTL=64"}, 0},
+		{"mdns6 link scope", mif, udpFrame(ns6, a("ff02::fb"), 5353, 5353, nil), nil, []string{
+			"socket inet6 dgram 0", "setsockopt IPV6_V6ONLY=1", "setsockopt IPV6_RECVERR=1", "setsockopt SO_REUSEADDR=1",
+			"bind [::]:5353", "setsockopt IPV6_MULTICAST_IF=7", "connect [ff02::fb]:5353", "watch in", "setsockopt IPV6_MULTICAST_HOPS=64"}, 0},
+		{"ssdp6 site scope", mif, udpFrame(ns6, a("ff05::c"), 41900, 1900, nil), nil, []string{
+			"socket inet6 dgram 0", "setsockopt IPV6_V6ONLY=1", "setsockopt IPV6_RECVERR=1", "setsockopt SO_REUSEADDR=1",
+			"bind [::]:41900", "setsockopt IPV6_MULTICAST_IF=7", "connect [ff05::c]:1900", "watch in", "setsockopt IPV6_MULTICAST_HOPS=64"}, 0},
+		{"link scope without an interface", Options{}, udpFrame(ns6, a("ff02::fb"), 5353, 5353, nil), map[string]unix.Errno{"connect": unix.EINVAL}, []string{
+			"socket inet6 dgram 0", "setsockopt IPV6_V6ONLY=1", "setsockopt IPV6_RECVERR=1", "setsockopt SO_REUSEADDR=1",
+			"bind [::]:5353", "connect [ff02::fb]:5353"}, unix.EINVAL},
+		{"limited broadcast", Options{}, udpFrame(ns4, a("255.255.255.255"), 41009, 9, nil), map[string]unix.Errno{"connect": unix.EACCES}, []string{
+			"socket inet dgram 0", "setsockopt IP_RECVERR=1", "setsockopt SO_REUSEADDR=1",
+			"bind 0.0.0.0:41009", "connect 255.255.255.255:9", "setsockopt SO_BROADCAST=1", "connect 255.255.255.255:9",
+			"watch in", "setsockopt IP_TTL=64"}, 0},
+		{"subnet broadcast", Options{}, udpFrame(ns4, a("10.0.2.255"), 41009, 9, nil), map[string]unix.Errno{"connect": unix.EACCES}, []string{
+			"socket inet dgram 0", "setsockopt IP_RECVERR=1", "setsockopt SO_REUSEADDR=1",
+			"bind 0.0.0.0:41009", "connect 10.0.2.255:9", "setsockopt SO_BROADCAST=1", "connect 10.0.2.255:9",
+			"watch in", "setsockopt IP_TTL=64"}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := newDriven(t, tc.opts)
+			sys := &callSys{fakeSys: d.sys, fail: tc.fail}
+			d.e.sys = sys
+			d.cycle(tc.frame)
+			if !slices.Equal(sys.calls, tc.want) {
+				t.Errorf("got calls\n\t%s\nwant\n\t%s", strings.Join(sys.calls, "\n\t"), strings.Join(tc.want, "\n\t"))
+			}
+			st := d.e.Stats()
+			want := 1
+			if tc.err != 0 {
+				want = 0
+			}
+			if d.e.FlowCount() != want || st.Drops[DropDestination] != 0 || len(d.sys.open) != want {
+				t.Errorf("got %d flows, %d destination drops, %d open sockets; want %d, 0, %d",
+					d.e.FlowCount(), st.Drops[DropDestination], len(d.sys.open), want, want)
+			}
+		})
+	}
+}
+
+// noBroadcast is callSys whose sockets refuse SO_BROADCAST.
+type noBroadcast struct{ *callSys }
+
+func (s noBroadcast) setsockoptInt(fd, level, opt, val int) error {
+	err := s.callSys.setsockoptInt(fd, level, opt, val)
+	if level == unix.SOL_SOCKET && opt == unix.SO_BROADCAST {
+		return unix.EPERM
+	}
+	return err
+}
+
+// TestHostSocketBroadcastRefused: a socket that will not take
+// SO_BROADCAST leaves the broadcast datagram's flow unopened, its socket
+// closed and the drop counted.
+func TestHostSocketBroadcastRefused(t *testing.T) {
+	d := newDriven(t, Options{})
+	sys := noBroadcast{&callSys{fakeSys: d.sys, fail: map[string]unix.Errno{"connect": unix.EACCES}}}
+	d.e.sys = sys
+	d.cycle(udpFrame(ns4, netip.MustParseAddr("10.0.2.255"), 41009, 9, nil))
+	want := []string{"socket inet dgram 0", "setsockopt IP_RECVERR=1", "setsockopt SO_REUSEADDR=1",
+		"bind 0.0.0.0:41009", "connect 10.0.2.255:9", "setsockopt SO_BROADCAST=1"}
+	if !slices.Equal(sys.calls, want) {
+		t.Errorf("got calls\n\t%s\nwant\n\t%s", strings.Join(sys.calls, "\n\t"), strings.Join(want, "\n\t"))
+	}
+	if d.e.FlowCount() != 0 || d.e.Stats().Drops[DropHostSocket] != 1 || len(d.sys.open) != 0 {
+		t.Errorf("got %d flows, %d host-socket drops, %d open sockets; want 0, 1, 0",
+			d.e.FlowCount(), d.e.Stats().Drops[DropHostSocket], len(d.sys.open))
 	}
 }

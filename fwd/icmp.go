@@ -226,14 +226,20 @@ func (e *Engine) icmpErrorToNS(f *Flow, ee unix.SockExtendedErr, offender netip.
 	b := e.txBuf()
 	o := e.writeHeaders(b, v6, icmpProto, from, f.NSAddr(), l4len)
 	q := o + header.ICMPv4MinimumSize
+	// The quoted header's TTL is what the datagram left with, if the
+	// flow set one (udpSetTTL).
+	ttl := f.ttl
+	if ttl == 0 {
+		ttl = 64
+	}
 	if v6 {
 		header.IPv6(b[q:]).Encode(&header.IPv6Fields{
-			PayloadLength: uint16(fullL4), NextHeader: proto, HopLimit: 64,
+			PayloadLength: uint16(fullL4), NextHeader: proto, HopLimit: ttl,
 			Src: f.NSAddr(), Dst: f.DstAddr(),
 		})
 	} else {
 		header.IPv4(b[q:]).Encode(&header.IPv4Fields{
-			TotalLength: uint16(iph + fullL4), TTL: 64, Protocol: proto,
+			TotalLength: uint16(iph + fullL4), TTL: ttl, Protocol: proto,
 			Flags: header.IPv4FlagDontFragment, Src: f.NSAddr(), Dst: f.DstAddr(),
 		})
 	}

@@ -22,6 +22,7 @@ const (
 	tagLink  = -1
 	tagTimer = -2
 	tagWake  = -3
+	tagNeigh = -4 // the host's neighbour table (Options.Neighbours)
 )
 
 func (e *Engine) initPoll() error {
@@ -35,9 +36,13 @@ func (e *Engine) initPoll() error {
 	if e.wakefd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
 		return fmt.Errorf("fwd: eventfd: %w", err)
 	}
-	for _, w := range []struct {
+	watch := []struct {
 		fd, tag int
-	}{{e.link.Fd(), tagLink}, {e.timerfd, tagTimer}, {e.wakefd, tagWake}} {
+	}{{e.link.Fd(), tagLink}, {e.timerfd, tagTimer}, {e.wakefd, tagWake}}
+	if e.opts.Neighbours != nil {
+		watch = append(watch, struct{ fd, tag int }{e.opts.Neighbours.Fd(), tagNeigh})
+	}
+	for _, w := range watch {
 		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(w.tag)}
 		if err := unix.EpollCtl(e.epfd, unix.EPOLL_CTL_ADD, w.fd, &ev); err != nil {
 			return fmt.Errorf("fwd: epoll_ctl add fd %d: %w", w.fd, err)
@@ -117,6 +122,8 @@ func (e *Engine) Run(ctx context.Context) error {
 			case tagWake:
 				e.flush()
 				return nil
+			case tagNeigh:
+				e.readNeighbours()
 			default:
 				e.sockEvent(ev.Fd, uint32(ev.Pad), ev.Events)
 			}

@@ -13,12 +13,12 @@ type DropReason int
 const (
 	DropTruncated    DropReason = iota // frame shorter than its headers claim
 	DropEtherType                      // not IPv4, IPv6 or ARP (VLAN tags included)
-	DropBadIP                          // IP version, header length or total length wrong
+	DropBadIP                          // IP version, header length or total length wrong; a datagram with TTL or hop limit 0
 	DropBadChecksum                    // IPv4 header or transport checksum wrong
 	DropFragment                       // IP fragments: never reassembled, as pasta
 	DropBadTransport                   // transport header malformed (UDP length, ICMP type...)
 	DropProtocol                       // protocol disabled (--no-udp...) or not handled
-	DropDestination                    // destination we do not forward (multicast, broadcast, link-local)
+	DropDestination                    // destination we do not forward (loopback, link-local, multicast or broadcast but for UDP)
 	DropTableFull                      // flow table at capacity
 	DropHostSocket                     // host socket could not be opened or refused the data, or two host peers look alike to the namespace
 	DropTooBig                         // host datagram larger than a frame toward the namespace holds

@@ -154,12 +154,15 @@ const (
 
 // writeHeaders writes Ethernet and IP headers into b for a packet of l4len
 // transport bytes of protocol proto from src to dst (the namespace), and
-// returns the transport header's offset. IPv4 packets get DF and a fresh
-// ID; the namespace never sees fragments from us.
+// returns the transport header's offset. The Ethernet source is src's MAC
+// address as the namespace resolved it (the mirrored neighbour table's,
+// else ours). IPv4 packets get DF and a fresh ID; the namespace never sees
+// fragments from us.
 func (e *Engine) writeHeaders(b []byte, v6 bool, proto uint8, src, dst netip.Addr, l4len int) int {
 	eth := header.Ethernet(b)
+	mac := e.neigh.srcMAC(src)
 	if v6 {
-		eth.Encode(e.nsMAC[:], e.ourMAC[:], header.EtherTypeIPv6)
+		eth.Encode(e.nsMAC[:], mac[:], header.EtherTypeIPv6)
 		ip := header.IPv6(b[header.EthernetMinimumSize:])
 		ip.Encode(&header.IPv6Fields{
 			PayloadLength: uint16(l4len), NextHeader: proto, HopLimit: outTTL,
@@ -167,7 +170,7 @@ func (e *Engine) writeHeaders(b []byte, v6 bool, proto uint8, src, dst netip.Add
 		})
 		return header.EthernetMinimumSize + header.IPv6MinimumSize
 	}
-	eth.Encode(e.nsMAC[:], e.ourMAC[:], header.EtherTypeIPv4)
+	eth.Encode(e.nsMAC[:], mac[:], header.EtherTypeIPv4)
 	ip := header.IPv4(b[header.EthernetMinimumSize:])
 	e.ipID++
 	ip.Encode(&header.IPv4Fields{

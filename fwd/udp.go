@@ -87,9 +87,10 @@ func (u *udpTr) open(e *Engine, p *packet) int32 {
 	return idx
 }
 
-// frames sends this cycle's datagrams of one flow with one sendmmsg, each
-// run of them that segmentation offload can carry (sock.GSORun) as one
-// message.
+// frames sends this cycle's datagrams of one flow: each run of them with
+// one TTL (the namespace's, which the socket takes on: udpSetTTL) with one
+// sendmmsg, each part of a run that segmentation offload can carry
+// (sock.GSORun) as one message.
 func (u *udpTr) frames(e *Engine, idx int32, pkts []*packet) {
 	f := e.flow(idx)
 	n := 0
@@ -99,6 +100,21 @@ func (u *udpTr) frames(e *Engine, idx int32, pkts []*packet) {
 		if !udpChecksumOK(p, ud) {
 			e.drop(DropBadChecksum)
 			continue
+		}
+		if p.ttl == 0 {
+			// Never valid on a wire (RFC 1122 3.2.1.7, RFC 8200
+			// section 3), and the socket options refuse it.
+			e.drop(DropBadIP)
+			continue
+		}
+		if p.ttl != f.ttl {
+			// The datagrams before it leave with the TTL they had.
+			u.sendRun(e, f, u.sendIov[:n])
+			n = 0
+			if !e.udpSetTTL(f, p.ttl) {
+				e.drop(DropHostSocket)
+				continue
+			}
 		}
 		pay := ud.Payload()
 		iov := &u.sendIov[n]
@@ -110,8 +126,20 @@ func (u *udpTr) frames(e *Engine, idx int32, pkts []*packet) {
 		iov.SetLen(len(pay))
 		n++
 	}
+	u.sendRun(e, f, u.sendIov[:n])
+	e.udpActivity(f, true)
+}
+
+// sendRun sends the payloads iov, in order, on flow f's socket with one
+// sendmmsg (more after a partial send), each run that segmentation offload
+// can carry as one message; what the socket refuses is dropped and counted.
+func (u *udpTr) sendRun(e *Engine, f *Flow, iov []unix.Iovec) {
+	n := len(iov)
+	if n == 0 {
+		return
+	}
 	done := 0 // datagrams sent
-	m := u.send.Fill(u.sendIov[:n], f.Flags&flagNoGSO == 0)
+	m := u.send.Fill(iov, f.Flags&flagNoGSO == 0)
 	for sent, retried := 0, false; sent < m; {
 		k, err := e.sys.sendmmsg(f.Fd, u.send.Msgs[sent:m])
 		if err != nil {
@@ -119,7 +147,7 @@ func (u *udpTr) frames(e *Engine, idx int32, pkts []*packet) {
 				// Nothing of the refused message went out: send it
 				// and the rest again, one datagram per message.
 				f.Flags |= flagNoGSO
-				m, sent = u.send.Fill(u.sendIov[done:n], false), 0
+				m, sent = u.send.Fill(iov[done:n], false), 0
 				if e.debug {
 					e.log.Debug("udp: host refused segmentation offload, sending datagrams singly", "dst", f.HostAddr(), "port", f.DstPort, "err", err)
 				}
@@ -139,7 +167,33 @@ func (u *udpTr) frames(e *Engine, idx int32, pkts []*packet) {
 		done += sock.Datagrams(u.send.Msgs[sent : sent+k])
 		sent += k
 	}
-	e.udpActivity(f, true)
+}
+
+// udpSetTTL has flow f's socket send with the namespace's TTL or hop
+// limit, so that a datagram expires where it would have without gopasta
+// on the way (traceroute's probes find the routers beyond the host, whose
+// ICMP time-exceeded errors drainErrors relays). A multicast destination
+// takes the multicast option, which the kernel uses for it instead of
+// IP_TTL. It reports whether the socket took it.
+func (e *Engine) udpSetTTL(f *Flow, ttl uint8) bool {
+	dst := f.HostAddr()
+	level, opt := unix.IPPROTO_IP, unix.IP_TTL
+	switch {
+	case dst.Is6() && dst.IsMulticast():
+		level, opt = unix.IPPROTO_IPV6, unix.IPV6_MULTICAST_HOPS
+	case dst.Is6():
+		level, opt = unix.IPPROTO_IPV6, unix.IPV6_UNICAST_HOPS
+	case dst.IsMulticast():
+		opt = unix.IP_MULTICAST_TTL
+	}
+	if err := e.sys.setsockoptInt(f.Fd, level, opt, int(ttl)); err != nil {
+		if e.debug {
+			e.log.Debug("udp: TTL not set", "dst", dst, "ttl", ttl, "err", err)
+		}
+		return false
+	}
+	f.ttl = ttl
+	return true
 }
 
 // udpChecksumOK verifies a datagram's checksum (0 is "none" in IPv4 only).

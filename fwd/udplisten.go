@@ -182,8 +182,11 @@ func (e *Engine) udpFromHost(l *listener, local, peer, nsSide, nsPeer netip.Addr
 // udpReplySocket is the peer's own socket (sock.Reply) with ICMP errors
 // queued on it (IP_RECVERR), which udp.go turns into ICMP for the
 // namespace; setup is the flow it is for, if it has one yet, else -1.
+// With --freebind it binds with IP_FREEBIND, as the listener did: the
+// address the peer sent to may be one the host does not have configured
+// (an IPv6 address of a local route, which bind(2) refuses otherwise).
 func (e *Engine) udpReplySocket(l *listener, local, peer netip.AddrPort, setup int32) (int, error) {
-	fd, err := sock.Reply(local, l.BindIf, peer)
+	fd, err := sock.ReplyWith(local, peer, sock.ReplyOptions{Ifname: l.BindIf, Freebind: e.opts.Freebind})
 	if err != nil {
 		e.outOfDescriptors(err, setup)
 		return -1, err

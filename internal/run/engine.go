@@ -15,6 +15,7 @@ import (
 	"github.com/gopasta/gopasta/fwd"
 	"github.com/gopasta/gopasta/internal/config"
 	"github.com/gopasta/gopasta/internal/limit"
+	"github.com/gopasta/gopasta/ns"
 )
 
 // engineSetup is everything the engine needs, derived from the command line
@@ -66,6 +67,7 @@ func planEngine(cfg *config.Config, p *netPlan, rc resolvConf) engineSetup {
 		MapGuestAddr4: cfg.MapGuestAddr4, MapGuestAddr6: cfg.MapGuestAddr6,
 		Outbound4: cfg.Outbound4, Outbound6: cfg.Outbound6,
 		OutboundIf4: cfg.OutboundIf4, OutboundIf6: cfg.OutboundIf6,
+		Freebind: cfg.Freebind,
 	}
 	// The address whose traffic goes to host loopback: DNS on it may need
 	// to reach a loopback resolver.
@@ -140,6 +142,12 @@ func startEngine(ctx context.Context, cfg *config.Config, dl *dataLink, es engin
 	}
 	return e, done, closePcap, nil
 }
+
+// neighbourSource is the host's neighbour table (ns.Neighbours) as the
+// engine follows it (fwd.NeighbourSource).
+type neighbourSource struct{ *ns.Neighbours }
+
+func (s neighbourSource) Read(h fwd.NeighbourHandler) error { return s.Neighbours.Read(h) }
 
 // engineRun is a running engine: done closes when Run returns, and err is
 // Run's result from then on (any number of goroutines may wait).

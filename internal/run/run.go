@@ -194,6 +194,17 @@ func Run(cfg *config.Config) (int, error) {
 	refusals := &limit.Refusals{Log: log}
 	defer refusals.Stop()
 	es.opts.Refusals = refusals
+	// IPv6 multicast from the namespace leaves by the template interface.
+	es.opts.MulticastIf6 = tmpl.Ifindex6
+	if !cfg.SpliceOnly && !tmpl.Local {
+		// The template interfaces' neighbours, mirrored by the engine.
+		if nb, err := ns.WatchNeighbours(tmpl.Ifindex4, tmpl.Ifindex6); err != nil {
+			log.Warn("not following the host's neighbour table: ARP and NDP answer with our MAC address", "err", err)
+		} else {
+			defer nb.Close() // after the engine stops (deferred later)
+			es.opts.Neighbours = neighbourSource{nb}
+		}
+	}
 	var eng *fwd.Engine
 	engineDone := &engineRun{done: make(chan struct{})} // never closes without an engine
 	if cfg.SpliceOnly {

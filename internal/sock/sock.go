@@ -289,14 +289,31 @@ func socket(v6 bool, typ int) (int, error) {
 // insists on. local's address matters when the listener is bound to any:
 // left to routing, a reply could leave from another local address.
 func Reply(local netip.AddrPort, ifname string, peer netip.AddrPort) (int, error) {
+	return ReplyWith(local, peer, ReplyOptions{Ifname: ifname})
+}
+
+// ReplyOptions are a reply socket's (Reply) settings beyond its addresses.
+type ReplyOptions struct {
+	// Ifname binds the socket to the listener's interface
+	// (SO_BINDTODEVICE), if set.
+	Ifname string
+	// Freebind (--freebind): the socket binds local even where the host
+	// does not have that address, as the listener may: an address of a
+	// local route (IPv6 binds only configured addresses without it) or
+	// one not configured yet.
+	Freebind bool
+}
+
+// ReplyWith is Reply with options.
+func ReplyWith(local, peer netip.AddrPort, o ReplyOptions) (int, error) {
 	v6 := peer.Addr().Is6()
 	fd, err := socket(v6, unix.SOCK_DGRAM)
 	if err != nil {
 		return -1, err
 	}
 	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
-	if ifname != "" {
-		_ = unix.BindToDevice(fd, ifname)
+	if o.Ifname != "" {
+		_ = unix.BindToDevice(fd, o.Ifname)
 	}
 	la := local.Addr()
 	if la.IsUnspecified() {
@@ -304,6 +321,9 @@ func Reply(local netip.AddrPort, ifname string, peer netip.AddrPort) (int, error
 	}
 	var sa Addr
 	err = onlyFrom(fd, peer)
+	if err == nil && o.Freebind {
+		err = setFreebind(fd)
+	}
 	if err == nil {
 		err = unix.Bind(fd, sa.Of(la, local.Port(), v6))
 	}

@@ -79,6 +79,28 @@ func TestReplyZeroLength(t *testing.T) {
 	}
 }
 
+// TestReplyFreebind: a reply socket binds where the listener's peer sent
+// to, which with --freebind may be an address the host does not have (an
+// IPv6 address of a local route, which bind(2) refuses without it).
+func TestReplyFreebind(t *testing.T) {
+	local := netip.MustParseAddrPort("[2001:db8:77::1]:5353")
+	peer := netip.MustParseAddrPort("[::1]:5354")
+	if fd, err := ReplyWith(local, peer, ReplyOptions{}); err == nil {
+		unix.Close(fd)
+		t.Fatalf("ReplyWith(%v) without Freebind: got a socket, want EADDRNOTAVAIL", local)
+	} else if !errors.Is(err, unix.EADDRNOTAVAIL) {
+		t.Fatalf("ReplyWith(%v) without Freebind: got %v, want EADDRNOTAVAIL", local, err)
+	}
+	fd, err := ReplyWith(local, peer, ReplyOptions{Freebind: true})
+	if err != nil {
+		t.Fatalf("ReplyWith(%v) with Freebind: %v", local, err)
+	}
+	defer unix.Close(fd)
+	if got := nstest.LocalAddr(t, fd); got != local {
+		t.Errorf("bound to %v, want %v", got, local)
+	}
+}
+
 // TestAddrPortOf: kernel socket addresses, IPv4-mapped ones unmapped.
 func TestAddrPortOf(t *testing.T) {
 	var in4 unix.RawSockaddrAny
