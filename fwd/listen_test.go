@@ -3,6 +3,7 @@ package fwd
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"testing"
@@ -390,8 +391,16 @@ func TestListenerOutOfDescriptors(t *testing.T) {
 				if rerr != unix.ECONNRESET {
 					t.Errorf("the queued connection: got read error %v, want ECONNRESET", rerr)
 				}
-				if n := refusals.Totals()[limit.TCP]; n != 1 {
-					t.Errorf("refused TCP connections: got %d, want 1", n)
+				// The loop counts the refusal after the reset, which the client
+				// may have read first.
+				err := nstest.WaitFor(2*time.Second, func() error {
+					if n := refusals.Totals()[limit.TCP]; n != 1 {
+						return fmt.Errorf("refused TCP connections: got %d, want 1", n)
+					}
+					return nil
+				})
+				if err != nil {
+					t.Error(err)
 				}
 				dialLoopback(t, port)
 			}

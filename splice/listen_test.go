@@ -210,8 +210,16 @@ func TestTCPListenerRefusesOutOfDescriptors(t *testing.T) {
 	if rerr != unix.ECONNRESET {
 		t.Errorf("a connection that waited while accept failed with EMFILE: got read error %v, want ECONNRESET", rerr)
 	}
-	if n := refusals.Totals()[limit.TCP]; n != 1 {
-		t.Errorf("refused TCP connections: got %d, want 1", n)
+	// The loop counts the refusal after the reset, which the client
+	// may have read first.
+	err = nstest.WaitFor(2*time.Second, func() error {
+		if n := refusals.Totals()[limit.TCP]; n != 1 {
+			return fmt.Errorf("refused TCP connections: got %d, want 1", n)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Error(err)
 	}
 	if err := roundTrip(addr, "after"); err != nil {
 		t.Errorf("once descriptors are back: %v (%+v)", err, r.f.Stats())
