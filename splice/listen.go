@@ -432,7 +432,7 @@ func (f *Forwarder) udpFromListener(slot int32, local, peer netip.AddrPort, data
 // for that side, if it has one (udp.go).
 func (f *Forwarder) udpSendOther(s int, data []byte) {
 	u := &f.udp.Items[s]
-	u.seen[0] = true
+	u.seen[0] = min(u.seen[0]+1, 2)
 	u.last = f.now
 	if len(u.pend[1]) > 0 {
 		f.udpHold(s, 1, data)

@@ -92,6 +92,9 @@ type Config struct {
 	NoSplice, SpliceOnly, HostLoToNSLo bool
 	// Freebind (--freebind) on host listeners.
 	Freebind bool
+	// UDPTimeout and UDPStreamTimeout time spliced UDP flows
+	// (splice.Options); zero means splice's defaults.
+	UDPTimeout, UDPStreamTimeout time.Duration
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// Refusals counts the connections and flows refused at a limit; the
@@ -184,7 +187,8 @@ func Start(ctx context.Context, cfg Config) (*Forwarder, error) {
 	for i := range pf.tables {
 		pf.tables[i] = fwdrule.Table{Pif: tablePifs[i], Caps: caps}
 	}
-	sp, err := splice.NewForwarder(splice.Options{Logger: log, Refusals: cfg.Refusals})
+	sp, err := splice.NewForwarder(splice.Options{Logger: log, Refusals: cfg.Refusals,
+		UDPTimeout: cfg.UDPTimeout, UDPStreamTimeout: cfg.UDPStreamTimeout})
 	if err != nil {
 		return nil, fmt.Errorf("splice forwarder: %w", err)
 	}
