@@ -175,6 +175,9 @@ func Start(ctx context.Context, cfg Config) (*Forwarder, error) {
 	if tables[tHost], tables[tNS], err = cfg.Ports.Tables(caps, fwdrule.Ephemeral()); err != nil {
 		return nil, &ConfigError{Err: err}
 	}
+	if caps&fwdrule.CapIfname == 0 && len(tables[tNS].Rules) > 0 {
+		log.Warn("binding to interface lo does not work here (it needs Linux 5.7): -T and -U forward 127.0.0.1 and ::1 only, not the rest of 127.0.0.0/8")
+	}
 	pf := &Forwarder{
 		cfg: cfg, log: log, caps: caps,
 		host: side{v4: cfg.IPv4, v6: cfg.IPv6, loopbackOnly: cfg.SpliceOnly,
