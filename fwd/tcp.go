@@ -3,6 +3,7 @@ package fwd
 import (
 	"errors"
 	"net/netip"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -68,8 +69,8 @@ const (
 	tcpWndPollMin  = int64(1e6)
 	tcpWndPollMax  = 5 * int64(1e6)
 	// tcpKeepaliveIdle: after this long without a segment from the
-	// namespace on a connection with nothing in flight, we probe it
-	// (pasta probes after 30 to 60 s).
+	// namespace on a connection with nothing in flight (to the next whole
+	// second, keepaliveAt), we probe it (pasta probes after 30 to 60 s).
 	tcpKeepaliveIdle = 30 * int64(1e9)
 	// tcpMaxKeepIdle is the kernel's bound on TCP_KEEPIDLE, in seconds
 	// (MAX_TCP_KEEPIDLE).
@@ -482,7 +483,7 @@ func (t *tcpTr) frames(e *Engine, idx int32, pkts []*packet) {
 	}
 	c.idle = e.now + tcpIdleTimeout
 	if c.kaAt != 0 {
-		c.kaAt = e.now + tcpKeepaliveIdle
+		c.kaAt = keepaliveAt(e.now)
 	}
 	if t.done(c) {
 		e.closeFlow(idx)
@@ -504,7 +505,7 @@ func (t *tcpTr) ack(e *Engine, idx int32, th header.TCP) bool {
 		c.state = tcpEstablished
 		c.seqAckedByNS = a
 		c.retries, c.rto, c.rtoAt = 0, tcpRTOInitial, 0
-		c.kaAt = e.now + tcpKeepaliveIdle
+		c.kaAt = keepaliveAt(e.now)
 		c.wndFromNS = t.scaleWindow(c, th.Window())
 		c.wl1, c.wl2 = seqnum.Value(th.Seq()), a
 		// Data the host sent meanwhile raised an edge we could not use.
@@ -936,9 +937,19 @@ func (t *tcpTr) timer(e *Engine, idx int32) {
 			// would find a dead namespace otherwise, is idle.
 			t.keepaliveToNS(e, idx)
 		}
-		c.kaAt = e.now + tcpKeepaliveIdle
+		c.kaAt = keepaliveAt(e.now)
 	}
 	t.setDeadline(e, idx)
+}
+
+// keepaliveAt is when a connection the namespace has been silent on since
+// now is due a keepalive probe: tcpKeepaliveIdle later, rounded up to a
+// whole second of engine time. Every connection's probe then falls on one
+// of those seconds, so probes wake the loop (whose every timer run scans
+// the flows) at most once a second however many connections idle.
+func keepaliveAt(now int64) int64 {
+	const s = int64(time.Second)
+	return (now + tcpKeepaliveIdle + s - 1) / s * s
 }
 
 // retryLimit is how many retransmissions a connection in state gets
@@ -1297,7 +1308,7 @@ func (t *tcpTr) synAck(e *Engine, idx int32, th header.TCP) {
 	c.wl1, c.wl2 = seqnum.Value(th.Seq()), seqnum.Value(th.Ack())
 	c.state = tcpEstablished
 	c.retries, c.rto, c.rtoAt = 0, tcpRTOInitial, 0
-	c.kaAt = e.now + tcpKeepaliveIdle
+	c.kaAt = keepaliveAt(e.now)
 	// What the host peer sent while the handshake ran goes out now, and
 	// its first segment is the handshake's ACK (RFC 9293 3.5 allows data
 	// on it). A bare ACK ahead of it would complete the connection on its

@@ -85,17 +85,22 @@ func TestTCPKeepaliveToNS(t *testing.T) {
 	isProbe := func(s *tcpSeg) bool {
 		return c.mine(s) && s.flags == header.TCPFlagACK && len(s.payload) == 0 && s.seq == c.ack-1
 	}
-	start := h.now
-	idle := time.Duration(tcpKeepaliveIdle)
-	p := h.expectAt(start, idle, "keepalive probe", isProbe)
+	// due is when a probe is due after silence since engine time now.
+	base := h.e.start
+	due := func() time.Duration { return time.Duration(keepaliveAt(int64(h.now.Sub(base)))) }
+	first := due()
+	if d := first - h.now.Sub(base); d < time.Duration(tcpKeepaliveIdle) || d > time.Duration(tcpKeepaliveIdle)+time.Second {
+		t.Fatalf("first probe due %v after the handshake, want 30-31 s", d)
+	}
+	p := h.expectAt(base, first, "keepalive probe", isProbe)
 	if p.ack != c.seq {
 		t.Errorf("probe: got ack %d, want %d", p.ack, c.seq)
 	}
 	// The namespace answers (a duplicate ACK): the next probe comes a
 	// whole idle time after the answer.
-	h.now = start.Add(idle + 10*time.Second)
+	h.now = base.Add(first + 10*time.Second + 300*time.Millisecond)
 	c.send(header.TCPFlagACK, nil)
-	h.expectAt(start, 2*idle+10*time.Second, "second probe", isProbe)
+	h.expectAt(base, due(), "second probe", isProbe)
 
 	// Data in flight, unacknowledged: no probe, retransmissions instead.
 	if _, err := hc.Write([]byte("in flight")); err != nil {
@@ -119,7 +124,7 @@ func TestTCPKeepaliveToNS(t *testing.T) {
 	// A namespace that forgot the connection: its reset ends it.
 	h2 := newTCPHarness(t, testParams(), Options{})
 	c2, hc2 := established(t, h2, tcpFamilies[0], 40102, 1460, 7)
-	probe := h2.expectAt(h2.now, idle, "keepalive probe", func(s *tcpSeg) bool {
+	probe := h2.expectAt(h2.e.start, time.Duration(keepaliveAt(int64(h2.now.Sub(h2.e.start)))), "keepalive probe", func(s *tcpSeg) bool {
 		return c2.mine(s) && s.flags == header.TCPFlagACK && len(s.payload) == 0 && s.seq == c2.ack-1
 	})
 	h2.send(c2.frame(header.TCPFlagRST, probe.ack, 0, nil))
@@ -129,5 +134,16 @@ func TestTCPKeepaliveToNS(t *testing.T) {
 	hc2.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if _, err := hc2.Read(make([]byte, 1)); !errors.Is(err, unix.ECONNRESET) {
 		t.Errorf("host peer read: got %v, want ECONNRESET", err)
+	}
+}
+
+// TestKeepaliveAt: a probe is due 30 s after the silence began, to the
+// next whole second, so that probes of many connections share timer runs.
+func TestKeepaliveAt(t *testing.T) {
+	for _, now := range []time.Duration{0, time.Nanosecond, 999 * time.Millisecond, time.Second, 12345678901} {
+		at := time.Duration(keepaliveAt(int64(now)))
+		if at%time.Second != 0 || at-now < 30*time.Second || at-now >= 31*time.Second {
+			t.Errorf("keepaliveAt(%v): got %v, want a whole second 30-31 s later", now, at)
+		}
 	}
 }
