@@ -798,8 +798,15 @@ func (p *peer) command(f []string) (string, error) {
 		}
 		return strings.Join(names, ","), nil
 	}
+	if c, ok := moreCommands[f[0]]; ok {
+		return c(f)
+	}
 	return "", fmt.Errorf("unknown command %q", f[0])
 }
+
+// moreCommands are peer commands of one test file each, registered by its
+// init and documented there: name, then the command with its arguments.
+var moreCommands = map[string]func(f []string) (string, error){}
 
 // dnsCheck queries server for name (A and AAAA over UDP, A over TCP) and
 // wants each answered with one address among want.

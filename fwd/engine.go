@@ -91,6 +91,9 @@ type Options struct {
 	// frames with checksums left partial: no checksum is computed on
 	// either side of the TAP for TCP and UDP.
 	VnetHdr bool
+	// Timeouts are the host's TCP and UDP timeout settings; nil means
+	// the kernel's defaults (DefaultTimeouts).
+	Timeouts *Timeouts
 }
 
 // translator is a protocol handler: UDP, ICMP echo, and TCP. The engine
@@ -149,6 +152,7 @@ type Engine struct {
 	ft *flowTable
 	tr [numProtos]translator
 
+	to          Timeouts // Options.Timeouts, or the defaults
 	ctr         counters
 	lastDropLog [NumDropReasons]int64
 	warned      warnings
@@ -236,6 +240,11 @@ func New(link Link, p *NetParams, opts Options) (*Engine, error) {
 		e.log = slog.New(slog.DiscardHandler)
 	}
 	e.debug = e.log.Enabled(context.Background(), slog.LevelDebug)
+	e.to = DefaultTimeouts()
+	if opts.Timeouts != nil {
+		e.to = *opts.Timeouts
+	}
+	e.to = e.to.clamp()
 	e.nat = NewNAT(p, &opts)
 	e.mtu = p.MTU
 	if e.mtu <= 0 || e.mtu > maxFrameMTU {

@@ -76,7 +76,8 @@ type SpliceConn struct {
 	// Data holds the UDP datagrams that arrived on the listener before
 	// the flow had its own socket; send them first.
 	Data [][]byte
-	// Local (UDP) is the listener address the peer sent to: with Peer,
+	// Local is the address the peer connected or sent to (a loopback
+	// address, which spliced connections may keep); for UDP, with Peer,
 	// the flow's name.
 	Local netip.AddrPort
 	// Late (UDP): Data are datagrams of a peer handed over a moment ago
@@ -304,7 +305,11 @@ func (e *Engine) acceptTCP(l *listener, slot int32) {
 			return
 		}
 		if t.canSplice(l, peer.Addr()) {
-			c := SpliceConn{Fd: fd, V6: l.V6, Peer: peer, ToAddr: l.SpliceTo, ToPort: l.ToPort}
+			c := SpliceConn{Fd: fd, V6: l.V6, Peer: peer, ToAddr: l.SpliceTo, ToPort: l.ToPort, Local: l.Local}
+			if a := l.Local.Addr(); !a.IsValid() || a.IsUnspecified() {
+				// Which loopback address the peer connected to.
+				c.Local, _ = t.acc.Local(fd)
+			}
 			if !t.hook(&c) {
 				e.sys.abort(fd)
 				e.sys.close(fd)

@@ -285,6 +285,58 @@ func TestListenerSpliceHook(t *testing.T) {
 	}
 }
 
+// TestListenerSpliceHookLocal: a splicing listener bound to any address
+// tells the hook which loopback address each peer connected to, so that
+// the connection can keep it on the other side; one bound to an address
+// tells that address.
+func TestListenerSpliceHookLocal(t *testing.T) {
+	e, _ := newTestEngine(t, Options{})
+	got := make(chan SpliceConn, 4)
+	e.SetSpliceHook(func(c *SpliceConn) bool { got <- *c; return true })
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrInet4{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Listen(fd, 16); err != nil {
+		t.Fatal(err)
+	}
+	sa, _ := unix.Getsockname(fd)
+	port := uint16(sa.(*unix.SockaddrInet4).Port)
+	if _, err := e.AddListener(Listener{Fd: fd, Local: netip.AddrPortFrom(netip.IPv4Unspecified(), port),
+		ToAddr: netip.MustParseAddr("10.0.2.100"), ToPort: 80, Splice: true}); err != nil {
+		t.Fatalf("AddListener: %v", err)
+	}
+	lfd, lport := listenFd(t, false)
+	if _, err := e.AddListener(Listener{Fd: lfd, Local: netip.AddrPortFrom(loop4, lport),
+		ToAddr: netip.MustParseAddr("10.0.2.100"), ToPort: 81, Splice: true}); err != nil {
+		t.Fatalf("AddListener: %v", err)
+	}
+	runEngine(t, e)
+	for _, to := range []netip.AddrPort{
+		netip.AddrPortFrom(netip.MustParseAddr("127.0.0.6"), port),
+		netip.AddrPortFrom(loop4, port),
+		netip.AddrPortFrom(loop4, lport),
+	} {
+		c, err := net.DialTimeout("tcp4", to.String(), 2*time.Second)
+		if err != nil {
+			t.Fatalf("dial %v: %v", to, err)
+		}
+		select {
+		case sc := <-got:
+			if sc.Local != to {
+				t.Errorf("connection to %v: got Local %v, want %v", to, sc.Local, to)
+			}
+			unix.Close(sc.Fd)
+		case <-time.After(2 * time.Second):
+			t.Fatalf("connection to %v: got no splice hand-over within 2s", to)
+		}
+		c.Close()
+	}
+}
+
 // TestTCPFromHostFirstConnection: the engine's first TCP connection comes
 // from the host (a forwarded port), so nothing probed SO_PEEK_OFF before
 // tcpFromHost: host data must still reach the namespace.

@@ -3,6 +3,7 @@ package fwd
 import (
 	"errors"
 	"net/netip"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -39,12 +40,26 @@ import (
 // comes with new data, with free send space after a short write, with
 // connect's outcome, and with errors. Work that an edge did not finish
 // (window full) is resumed by the namespace's next ACK.
+//
+// Handshakes toward the namespace are timed as the host's kernel times its
+// own (Timeouts: tcp_syn_retries, tcp_syn_linear_timeouts,
+// tcp_synack_retries, tcp_rto_max_ms), so a forwarded connection into a
+// namespace that does not answer gives up when the host's own connect()
+// would.
+//
+// Keepalives: the host kernel answers its peer's keepalive probes itself,
+// unseen, and the namespace's kernel answers ours, so neither side's
+// probes can be passed on as segments. A probe from the namespace turns
+// keepalives on for the host socket instead (keepaliveFromNS), and a
+// connection the namespace has been silent on for tcpKeepaliveIdle gets a
+// probe of ours (keepaliveToNS), which a namespace that forgot the
+// connection answers with a reset.
 
 const (
 	tcpWindowScale = 7 // our window scale toward the namespace: up to 8 MiB
 	tcpMaxWindow   = 65535 << tcpWindowScale
 	tcpRTOInitial  = 200 * int64(1e6)
-	tcpRTOMax      = 10 * int64(1e9)
+	tcpRTOMax      = 10 * int64(1e9) // data; the host's tcp_rto_max_ms may be lower
 	tcpMaxRetries  = 10
 	tcpSynTimeout  = 10 * int64(1e9) // host connect() for the namespace's SYN not done yet: drop the attempt
 	tcpIdleTimeout = 7200 * int64(1e9)
@@ -53,6 +68,13 @@ const (
 	tcpOptsSYN     = 8        // MSS (4) + NOP + window scale (3)
 	tcpWndPollMin  = int64(1e6)
 	tcpWndPollMax  = 5 * int64(1e6)
+	// tcpKeepaliveIdle: after this long without a segment from the
+	// namespace on a connection with nothing in flight (to the next whole
+	// second, keepaliveAt), we probe it (pasta probes after 30 to 60 s).
+	tcpKeepaliveIdle = 30 * int64(1e9)
+	// tcpMaxKeepIdle is the kernel's bound on TCP_KEEPIDLE, in seconds
+	// (MAX_TCP_KEEPIDLE).
+	tcpMaxKeepIdle = 32767
 )
 
 // Connection states. Beyond these, flags record the FIN exchange both ways.
@@ -74,6 +96,7 @@ const (
 	tcpFinSent                        // seqMax-1 is our FIN (kept across rewinds, unlike tcpFinToNS)
 	tcpRecovering                     // after a rewind, until the namespace ACKs up to recover
 	tcpPushPending                    // the namespace's ACKs of this batch opened room: push at its end
+	tcpKeepalive                      // the namespace probed: the host socket has keepalives on
 )
 
 // tcpConn is the per-flow TCP state, indexed like the flow table.
@@ -93,6 +116,11 @@ type tcpConn struct {
 	wndToNS          uint32       // the window we last offered
 	rtoAt, rto, idle int64
 	wndAt, wndPoll   int64 // next check of a closed window, and its interval
+	// kaAt: when the namespace's silence calls for our keepalive probe
+	// (0: not established); lastToNS: when we last sent it a segment
+	// other than such a probe, which is what its own keepalive timer
+	// counts from.
+	kaAt, lastToNS int64
 	// unconsumed counts bytes the namespace acknowledged that are still at
 	// the head of the host socket's receive queue: a batch's ACKs are
 	// consumed with one discard at its end (see consume).
@@ -120,6 +148,11 @@ type tcpTr struct {
 	// released have it for one family and not the other.
 	peekOff [2]peekCap
 	scratch []byte // without SO_PEEK_OFF: where already-sent bytes are peeked to
+	// From the host's Timeouts: how many times our SYN (linear of them 1 s
+	// apart) and our SYN-ACK are sent again, the bound on a handshake's
+	// retransmission interval, and on a data one (also ours, tcpRTOMax).
+	synRetries, synLinear, synAckRetries int
+	rtoMax, dataRTOMax                   int64
 }
 
 // peekCap is what a family's first socket found out about SO_PEEK_OFF.
@@ -147,10 +180,15 @@ func (t *tcpTr) hasPeekOff(f *Flow) bool { return *t.peekCapOf(f) == peekSupport
 
 func newTCPTranslator(e *Engine) translator {
 	return &tcpTr{
-		conns:   make([]tcpConn, e.FlowCapacity()),
-		isn:     seqnum.NewISNGenerator(),
-		sendIov: make([]unix.Iovec, rxBatch),
-		peekIov: make([]unix.Iovec, tcpSegBatch+1),
+		conns:         make([]tcpConn, e.FlowCapacity()),
+		isn:           seqnum.NewISNGenerator(),
+		sendIov:       make([]unix.Iovec, rxBatch),
+		peekIov:       make([]unix.Iovec, tcpSegBatch+1),
+		synRetries:    e.to.SynRetries + e.to.SynLinear,
+		synLinear:     e.to.SynLinear,
+		synAckRetries: e.to.SynAckRetries,
+		rtoMax:        int64(e.to.RTOMax),
+		dataRTOMax:    min(tcpRTOMax, int64(e.to.RTOMax)),
 	}
 }
 
@@ -378,6 +416,9 @@ func (t *tcpTr) frames(e *Engine, idx int32, pkts []*packet) {
 			// Old news (a retransmission, a FIN we passed on already, a
 			// zero-window or keepalive probe): re-ACK, in case our ACK
 			// was what got lost and so the prober learns our window.
+			if isKeepalive(c, seq, len(pay), fin) {
+				t.keepaliveFromNS(e, idx)
+			}
 			c.flags |= tcpAckPending
 			continue
 		}
@@ -441,6 +482,9 @@ func (t *tcpTr) frames(e *Engine, idx int32, pkts []*packet) {
 		t.sendAck(e, idx)
 	}
 	c.idle = e.now + tcpIdleTimeout
+	if c.kaAt != 0 {
+		c.kaAt = keepaliveAt(e.now)
+	}
 	if t.done(c) {
 		e.closeFlow(idx)
 		return
@@ -461,6 +505,7 @@ func (t *tcpTr) ack(e *Engine, idx int32, th header.TCP) bool {
 		c.state = tcpEstablished
 		c.seqAckedByNS = a
 		c.retries, c.rto, c.rtoAt = 0, tcpRTOInitial, 0
+		c.kaAt = keepaliveAt(e.now)
 		c.wndFromNS = t.scaleWindow(c, th.Window())
 		c.wl1, c.wl2 = seqnum.Value(th.Seq()), a
 		// Data the host sent meanwhile raised an edge we could not use.
@@ -788,6 +833,7 @@ func (t *tcpTr) sockEvent(e *Engine, idx int32, events uint32) {
 		c.seqToNS, c.seqAckedByNS, c.seqMax = c.isn.Add(1), c.isn.Add(1), c.isn.Add(1)
 		c.state = tcpSynAckSent
 		t.sendSynAck(e, idx)
+		c.rto = handshakeRTO(0, 0, t.rtoMax)
 		c.rtoAt = e.now + c.rto
 		e.wakeAt(c.rtoAt)
 		t.setDeadline(e, idx)
@@ -858,16 +904,23 @@ func (t *tcpTr) timer(e *Engine, idx int32) {
 		// receiver that keeps its window shut is not a failure, so
 		// this does not count toward giving up.
 		t.sendFlags(e, idx, header.TCPFlagACK, c.seqToNS-1)
-		c.rto = min(c.rto*2, tcpRTOMax)
+		c.rto = min(c.rto*2, t.dataRTOMax)
 		c.rtoAt = e.now + c.rto
 		e.wakeAt(c.rtoAt)
 	case c.rtoAt != 0 && e.now >= c.rtoAt:
 		c.retries++
-		if c.retries > tcpMaxRetries {
+		if int(c.retries) > t.retryLimit(c.state) {
 			t.reset(e, idx)
 			return
 		}
-		c.rto = min(c.rto*2, tcpRTOMax)
+		switch c.state {
+		case tcpSynAckSent:
+			c.rto = handshakeRTO(int(c.retries), 0, t.rtoMax)
+		case tcpSynSent:
+			c.rto = handshakeRTO(int(c.retries), t.synLinear, t.rtoMax)
+		default:
+			c.rto = min(c.rto*2, t.dataRTOMax)
+		}
 		c.rtoAt = e.now + c.rto
 		switch c.state {
 		case tcpSynAckSent:
@@ -878,8 +931,86 @@ func (t *tcpTr) timer(e *Engine, idx int32) {
 			t.rewind(e, idx)
 		}
 		e.wakeAt(c.rtoAt)
+	case c.kaAt != 0 && e.now >= c.kaAt:
+		if c.rtoAt == 0 && c.seqAckedByNS == c.seqToNS {
+			// Nothing in flight, and the retransmission timer, which
+			// would find a dead namespace otherwise, is idle.
+			t.keepaliveToNS(e, idx)
+		}
+		c.kaAt = keepaliveAt(e.now)
 	}
 	t.setDeadline(e, idx)
+}
+
+// keepaliveAt is when a connection the namespace has been silent on since
+// now is due a keepalive probe: tcpKeepaliveIdle later, rounded up to a
+// whole second of engine time. Every connection's probe then falls on one
+// of those seconds, so probes wake the loop (whose every timer run scans
+// the flows) at most once a second however many connections idle.
+func keepaliveAt(now int64) int64 {
+	const s = int64(time.Second)
+	return (now + tcpKeepaliveIdle + s - 1) / s * s
+}
+
+// retryLimit is how many retransmissions a connection in state gets
+// before it is reset: the host's for a handshake, ours for data.
+func (t *tcpTr) retryLimit(state uint8) int {
+	switch state {
+	case tcpSynSent:
+		return t.synRetries
+	case tcpSynAckSent:
+		return t.synAckRetries
+	}
+	return tcpMaxRetries
+}
+
+// isKeepalive reports whether a segment from the namespace at seq with n
+// bytes of payload, acceptable otherwise but entirely old, is a keepalive
+// probe: one sequence number behind what we expect, without data or with
+// one byte of it (RFC 9293 3.8.4), and not a zero-window probe, which
+// looks the same but comes while the window we offer is shut.
+func isKeepalive(c *tcpConn, seq seqnum.Value, n int, fin bool) bool {
+	return c.state == tcpEstablished && seq.Add(1) == c.seqFromNS && n <= 1 && !fin &&
+		c.flags&tcpWndClosed == 0 && c.wndToNS > 0
+}
+
+// keepaliveFromNS turns keepalives on for the host socket of a connection
+// the namespace's stack probed (its application asked for SO_KEEPALIVE),
+// once: the host kernel then probes the host's peer after as long an idle
+// time as the namespace's stack waited, the time since our last segment,
+// from which its keepalive timer counts. The application's keepalives
+// thereby keep the host side's path (a NAT, a firewall) open as they keep
+// its own, and a host peer that is gone ends the connection (the host
+// socket's error resets it). pasta turns SO_KEEPALIVE on with the host's
+// default idle time.
+func (t *tcpTr) keepaliveFromNS(e *Engine, idx int32) {
+	c := t.conn(idx)
+	if c.flags&tcpKeepalive != 0 {
+		return
+	}
+	c.flags |= tcpKeepalive
+	fd := e.flow(idx).Fd
+	idle := min(max((e.now-c.lastToNS+5e8)/1e9, 1), tcpMaxKeepIdle)
+	err := e.sys.setsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPIDLE, int(idle))
+	if err == nil {
+		err = e.sys.setsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1)
+	}
+	if err != nil && e.debug {
+		e.log.Debug("tcp: cannot turn keepalives on for a host socket", "err", err)
+	}
+}
+
+// keepaliveToNS probes the namespace on a connection it has been silent
+// on: a segment one sequence number behind what it has, which its stack
+// answers with an ACK, or, if it no longer knows the connection (a socket
+// closed in FIN_WAIT_2 and timed out there), with a reset, which ends the
+// connection on the host side too. The namespace's own keepalive timer
+// does not count such an old segment, so lastToNS stays.
+func (t *tcpTr) keepaliveToNS(e *Engine, idx int32) {
+	c := t.conn(idx)
+	last := c.lastToNS
+	t.sendFlags(e, idx, header.TCPFlagACK, c.seqToNS-1)
+	c.lastToNS = last
 }
 
 // windowShort runs when we offer the namespace less than a segment: the
@@ -926,11 +1057,10 @@ func (t *tcpTr) setDeadline(e *Engine, idx int32) {
 		return // open() set the SYN timeout; a repeated SYN must not move it
 	}
 	d := c.idle
-	if c.rtoAt != 0 && c.rtoAt < d {
-		d = c.rtoAt
-	}
-	if c.wndAt != 0 && c.wndAt < d {
-		d = c.wndAt
+	for _, at := range [...]int64{c.rtoAt, c.wndAt, c.kaAt} {
+		if at != 0 && at < d {
+			d = at
+		}
 	}
 	e.flow(idx).Deadline = d
 }
@@ -1051,6 +1181,7 @@ func (t *tcpTr) segmentWin(e *Engine, idx int32, b []byte, flags uint8, seq seqn
 		Seq: uint32(seq), Ack: ack,
 		DataOffset: thLen, Flags: flags, Window: uint16(win),
 	})
+	c.lastToNS = e.now
 	copy(th[header.TCPMinimumSize:], opts)
 	if e.vnet > 0 {
 		// Left partial: the pseudo-header sum in place, which the
@@ -1136,7 +1267,7 @@ func (e *Engine) tcpFromHost(fd int, peer, to netip.AddrPort) error {
 		return err
 	}
 	c := t.conn(idx)
-	*c = tcpConn{state: tcpSynSent, rto: tcpRTOInitial, wsFromNS: tcpWindowScale}
+	*c = tcpConn{state: tcpSynSent, rto: handshakeRTO(0, t.synLinear, t.rtoMax), wsFromNS: tcpWindowScale}
 	c.mss = t.segmentSize(e, f.v6, 0xffff)
 	c.isn = t.isn.ISN(peer, to, e.nowT)
 	c.seqToNS, c.seqAckedByNS, c.seqMax = c.isn.Add(1), c.isn.Add(1), c.isn.Add(1)
@@ -1177,6 +1308,7 @@ func (t *tcpTr) synAck(e *Engine, idx int32, th header.TCP) {
 	c.wl1, c.wl2 = seqnum.Value(th.Seq()), seqnum.Value(th.Ack())
 	c.state = tcpEstablished
 	c.retries, c.rto, c.rtoAt = 0, tcpRTOInitial, 0
+	c.kaAt = keepaliveAt(e.now)
 	// What the host peer sent while the handshake ran goes out now, and
 	// its first segment is the handshake's ACK (RFC 9293 3.5 allows data
 	// on it). A bare ACK ahead of it would complete the connection on its

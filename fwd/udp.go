@@ -9,14 +9,13 @@ import (
 	"github.com/gopasta/gopasta/internal/sock"
 )
 
-// UDP flows follow conntrack's timeouts, as pasta: 30 s, and 120 s once a
-// flow is a stream, its target having answered and either side having sent
-// more than once. A query and its one answer (DNS) is not a stream: its
-// flow, and its host socket, go after 30 s idle, not 120.
+// UDP flows follow the host's conntrack timeouts, as pasta (Timeouts.UDP
+// and UDPStream: 30 s, and 120 s once a flow is a stream, its target having
+// answered and either side having sent more than once). A query and its
+// one answer (DNS) is not a stream: its flow, and its host socket, go after
+// the shorter timeout.
 const (
-	udpTimeout       = 30 * int64(1e9)
-	udpTimeoutStream = 120 * int64(1e9)
-	udpBatch         = 64 // datagrams per recvmmsg from a host socket
+	udpBatch = 64 // datagrams per recvmmsg from a host socket
 
 	// Flow.Flags of a UDP flow: who opened it, and whether each side
 	// sent once or more, counted as pasta counts: per batch on the flow's
@@ -44,9 +43,9 @@ func (e *Engine) udpActivity(f *Flow, fromNS bool) {
 	} else {
 		f.Flags |= flagReplied
 	}
-	f.Deadline = e.now + udpTimeout
+	f.Deadline = e.now + int64(e.to.UDP)
 	if f.Flags&flagReplied != 0 && f.Flags&(flagInitMore|flagReplyMore) != 0 {
-		f.Deadline = e.now + udpTimeoutStream
+		f.Deadline = e.now + int64(e.to.UDPStream)
 	}
 }
 
@@ -83,7 +82,7 @@ func (u *udpTr) open(e *Engine, p *packet) int32 {
 		}
 		return -1
 	}
-	e.flow(idx).Deadline = e.now + udpTimeout
+	e.flow(idx).Deadline = e.now + int64(e.to.UDP)
 	return idx
 }
 

@@ -113,7 +113,7 @@ func spliceLoops(b *testing.B, loops int, back netip.AddrPort) netip.AddrPort {
 		if err != nil {
 			b.Fatalf("listen %v: %v", front, err)
 		}
-		if _, err := r.f.AddTCPListener(TCPListener{Fd: fd, Dial: func() (int, error) { return sock.Dial(false, back) }}); err != nil {
+		if _, err := r.f.AddTCPListener(TCPListener{Fd: fd, Dial: func(netip.AddrPort) (int, error) { return sock.Dial(false, back) }}); err != nil {
 			b.Fatalf("AddTCPListener: %v", err)
 		}
 	}

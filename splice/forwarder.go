@@ -132,7 +132,7 @@ type pendingAdd struct {
 // the loop; call Run.
 func NewForwarder(opts Options) (*Forwarder, error) {
 	if opts.PipeSize < 0 || opts.PipePool < 0 || opts.MaxTCP < 0 || opts.MaxUDP < 0 ||
-		opts.IdleTimeout < 0 || opts.UDPTimeout < 0 || opts.UDPReplyTimeout < 0 || opts.UDPBatch < 0 {
+		opts.IdleTimeout < 0 || opts.UDPTimeout < 0 || opts.UDPStreamTimeout < 0 || opts.UDPBatch < 0 {
 		return nil, errors.New("splice: negative option")
 	}
 	if opts.PipePool == 0 {
@@ -148,8 +148,8 @@ func NewForwarder(opts Options) (*Forwarder, error) {
 	if opts.UDPTimeout == 0 {
 		opts.UDPTimeout = DefaultUDPTimeout
 	}
-	if opts.UDPReplyTimeout == 0 {
-		opts.UDPReplyTimeout = DefaultUDPReplyTimeout
+	if opts.UDPStreamTimeout == 0 {
+		opts.UDPStreamTimeout = DefaultUDPStreamTimeout
 	}
 	if opts.UDPBatch == 0 {
 		opts.UDPBatch = 32
@@ -432,8 +432,8 @@ func (f *Forwarder) tick() {
 		}
 		need = true
 		limit := f.opts.UDPTimeout
-		if u.seen[0] && u.seen[1] {
-			limit = f.opts.UDPReplyTimeout
+		if u.seen[1] > 0 && (u.seen[0] > 1 || u.seen[1] > 1) {
+			limit = f.opts.UDPStreamTimeout
 		}
 		if f.now-u.last > int64(limit) {
 			f.udpClose(slot)

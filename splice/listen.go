@@ -32,10 +32,15 @@ type TCPListener struct {
 	// Fd is bound and listening; the Forwarder owns it from
 	// AddTCPListener on (and closes it on error too).
 	Fd int
+	// Local is the address Fd is bound to. Bound to any address (or
+	// unknown), each connection's own is asked of the kernel.
+	Local netip.AddrPort
 	// Dial opens the other side's socket of a new connection, connected
-	// or connecting (sock.Dial). It runs on the loop: it must not wait
-	// for the connection to be established.
-	Dial func() (int, error)
+	// or connecting (sock.Dial); local is the address and port the
+	// connection reached (a loopback address of 127.0.0.0/8, for a
+	// listener bound to any address on lo). It runs on the loop: it must
+	// not wait for the connection to be established.
+	Dial func(local netip.AddrPort) (int, error)
 }
 
 // UDPListener is a bound UDP socket whose peers become spliced flows.
@@ -50,10 +55,11 @@ type UDPListener struct {
 	// in the listener's namespace): local is the address the peer sent
 	// to. nil: sock.Reply on the loop.
 	Reply func(local, peer netip.AddrPort) (int, error)
-	// Dial opens the other side's socket, connected to the target; peer
-	// is the flow's peer on the listener's side, whose port the socket
-	// should keep (sock.DialUDPFrom).
-	Dial func(peer netip.AddrPort) (int, error)
+	// Dial opens the other side's socket, connected to the target; local
+	// is the address and port the flow's first datagram was sent to, and
+	// peer the flow's peer on the listener's side, whose port (and
+	// loopback address) the socket should keep (sock.DialUDPFrom).
+	Dial func(local, peer netip.AddrPort) (int, error)
 }
 
 // ListenerID names a listener for RemoveListener.
@@ -227,7 +233,15 @@ func (f *Forwarder) acceptTCP(slot int32) {
 			}
 			return
 		}
-		other, err := l.tcp.Dial()
+		local := l.tcp.Local
+		if a := local.Addr(); !a.IsValid() || a.IsUnspecified() {
+			if local, err = t.acc.Local(fd); err != nil {
+				f.log.Debug("splice: a connection's own address", "err", err)
+				sock.Abort(fd)
+				continue
+			}
+		}
+		other, err := l.tcp.Dial(local)
 		if err != nil {
 			f.log.Debug("splice: cannot reach the target", "err", err)
 			sock.Abort(fd)
@@ -382,7 +396,7 @@ func (f *Forwarder) udpFromListener(slot int32, local, peer netip.AddrPort, data
 		f.refused(limit.UDP, err)
 		return false
 	}
-	b, err := l.udp.Dial(peer)
+	b, err := l.udp.Dial(local, peer)
 	if err != nil {
 		unix.Close(a)
 		f.ctr.udpDrops.Add(1)
@@ -409,7 +423,7 @@ func (f *Forwarder) udpFromListener(slot int32, local, peer netip.AddrPort, data
 // for that side, if it has one (udp.go).
 func (f *Forwarder) udpSendOther(s int, data []byte) {
 	u := &f.udp.Items[s]
-	u.seen[0] = true
+	u.seen[0] = min(u.seen[0]+1, 2)
 	u.last = f.now
 	if len(u.pend[1]) > 0 {
 		f.udpHold(s, 1, data)

@@ -31,7 +31,7 @@ func tcpListenerTo(t *testing.T, r *rig, dst netip.AddrPort) (netip.AddrPort, Li
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := r.f.AddTCPListener(TCPListener{Fd: fd, Dial: func() (int, error) { return sock.Dial(false, dst) }})
+	id, err := r.f.AddTCPListener(TCPListener{Fd: fd, Dial: func(netip.AddrPort) (int, error) { return sock.Dial(false, dst) }})
 	if err != nil {
 		t.Fatalf("AddTCPListener: %v", err)
 	}
@@ -149,7 +149,7 @@ func TestTCPListenerDialFails(t *testing.T) {
 	addr := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(sa.(*unix.SockaddrInet4).Port))
 	back := addrPort(t, r.back.Addr())
 	go echoBack(r.back)
-	if _, err := r.f.AddTCPListener(TCPListener{Fd: fd, Dial: func() (int, error) {
+	if _, err := r.f.AddTCPListener(TCPListener{Fd: fd, Dial: func(netip.AddrPort) (int, error) {
 		if fails.Load() {
 			return -1, unix.ECONNREFUSED
 		}
@@ -236,7 +236,7 @@ func udpListenerTo(t *testing.T, r *rig, lo netip.Addr, dst netip.AddrPort) neti
 	}
 	local := nstest.LocalAddr(t, fd)
 	if _, err := r.f.AddUDPListener(UDPListener{Fd: fd, V6: lo.Is6(), Local: local,
-		Dial: func(peer netip.AddrPort) (int, error) { return sock.DialUDPFrom(dst, peer.Port()) }}); err != nil {
+		Dial: func(_, peer netip.AddrPort) (int, error) { return sock.DialUDPFrom(dst, peer) }}); err != nil {
 		t.Fatalf("AddUDPListener: %v", err)
 	}
 	return local

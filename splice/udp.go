@@ -27,8 +27,11 @@ import (
 // batch, plus the datagrams that reached a listener before the flow had a
 // socket of its own (listen.go, AddUDP's early datagrams).
 type udpFlow struct {
-	fd   [2]int
-	seen [2]bool // datagrams came from this side; both means replied
+	fd [2]int
+	// seen[s] counts the batches (on a listener: the datagrams) read
+	// from side s, up to 2: side 0 started the flow, and it is a stream
+	// once side 1 answered and either side sent more than once.
+	seen [2]uint8
 	// lastLen[s]: the largest datagram of the last batch read from fd[s]
 	// (0: none yet), which bounds the next batch (sock.Burst).
 	lastLen [2]uint32
@@ -88,7 +91,7 @@ func newMmsgBatch(n int) *mmsgBatch {
 
 // AddUDP takes ownership of two connected UDP sockets, one per namespace,
 // and forwards datagrams both ways until the flow times out (Options
-// UDPTimeout, UDPReplyTimeout) or the Forwarder closes. On error both
+// UDPTimeout, UDPStreamTimeout) or the Forwarder closes. On error both
 // sockets are closed. early are datagrams of a's peer that the caller read
 // before a existed (on an unconnected listening socket): the flow takes
 // them over and sends them on b, in order, before anything a receives.
@@ -216,7 +219,7 @@ func (f *Forwarder) startUDP(p *pendingAdd) int {
 	*u = udpFlow{fd: p.fd, gen: gen, active: true, last: f.now}
 	u.pend[1] = p.data
 	if len(p.data) > 0 {
-		u.seen[0] = true
+		u.seen[0] = 1
 	}
 	if p.key.named() {
 		if f.keyed == nil {
@@ -353,7 +356,7 @@ func (f *Forwarder) udpEvent(slot, side int, events uint32) {
 			// consumed; level triggering brings us back if data waits.
 			return
 		}
-		u.seen[side] = true
+		u.seen[side] = min(u.seen[side]+1, 2)
 		u.last = f.now
 		last := uint32(0)
 		for i := 0; i < n; i++ {

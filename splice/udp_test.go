@@ -115,22 +115,31 @@ func TestUDPBothWays(t *testing.T) {
 	}
 }
 
+// TestUDPTimeout: a flow lives UDPTimeout without traffic, one way or a
+// single exchange (a DNS query and its answer) alike, and UDPStreamTimeout
+// once it is a stream: answered, and either side sent more than once.
 func TestUDPTimeout(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
+		pings   int
 		reply   bool
 		min, to time.Duration
 	}{
-		{"one way", false, 900 * time.Millisecond, 3500 * time.Millisecond},
-		{"answered", true, 1900 * time.Millisecond, 4500 * time.Millisecond},
+		{"one way", 1, false, 900 * time.Millisecond, 3500 * time.Millisecond},
+		{"one way twice", 2, false, 900 * time.Millisecond, 3500 * time.Millisecond},
+		{"one exchange", 1, true, 900 * time.Millisecond, 3500 * time.Millisecond},
+		{"stream", 2, true, 2900 * time.Millisecond, 5500 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newUDPRig(t, Options{UDPTimeout: time.Second, UDPReplyTimeout: 2 * time.Second})
+			r := newUDPRig(t, Options{UDPTimeout: time.Second, UDPStreamTimeout: 3 * time.Second})
 			buf := make([]byte, 100)
-			r.client.WriteToUDP([]byte("ping"), r.front)
-			_, from, err := r.server.ReadFromUDP(buf)
-			if err != nil {
-				t.Fatalf("server receive: %v", err)
+			var from *net.UDPAddr
+			for range tc.pings {
+				r.client.WriteToUDP([]byte("ping"), r.front)
+				var err error
+				if _, from, err = r.server.ReadFromUDP(buf); err != nil {
+					t.Fatalf("server receive: %v", err)
+				}
 			}
 			if tc.reply {
 				r.server.WriteToUDP([]byte("pong"), from)
@@ -333,7 +342,7 @@ func TestUDPEarlyDatagrams(t *testing.T) {
 // named for no flow, or for a closed one, are counted as dropped and sent
 // nowhere.
 func TestUDPLateDatagrams(t *testing.T) {
-	f := newRig(t, Options{UDPTimeout: time.Second, UDPReplyTimeout: time.Second})
+	f := newRig(t, Options{UDPTimeout: time.Second, UDPStreamTimeout: time.Second})
 	p := newUDPPair(t)
 	srv := p.srv
 	key := UDPKey{Local: netipMust("127.0.0.1:4000"), Peer: addrPort(t, p.client.LocalAddr())}

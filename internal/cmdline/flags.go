@@ -121,7 +121,7 @@ func flags() []cli.Flag {
 		boolFlag(catNamespace, "no-copy-routes", "", "Deprecated: with --config-net, set up only the default route"),
 		boolFlag(catNamespace, "no-copy-addrs", "", "Deprecated: with --config-net, set up only one address"),
 		stringFlag(catNamespace, "ns-mac-addr", "", "MAC address `ADDR` of the tap interface in the namespace", "chosen by the kernel"),
-		boolFlag(catNamespace, "host-lo-to-ns-lo", "", "Deprecated: connections from the host's loopback appear on the namespace's loopback"),
+		boolFlag(catNamespace, "host-lo-to-ns-lo", "", "Spliced connections to a host loopback address reach the same address in the namespace, not its own address"),
 		boolFlag(catNamespace, "no-splice", "", "Disable the loopback bypass (splice) path"),
 		boolFlag(catNamespace, "splice-only", "", "No tap interface: loopback forwarding only"),
 

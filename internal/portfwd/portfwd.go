@@ -92,6 +92,9 @@ type Config struct {
 	NoSplice, SpliceOnly, HostLoToNSLo bool
 	// Freebind (--freebind) on host listeners.
 	Freebind bool
+	// UDPTimeout and UDPStreamTimeout time spliced UDP flows
+	// (splice.Options); zero means splice's defaults.
+	UDPTimeout, UDPStreamTimeout time.Duration
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// Refusals counts the connections and flows refused at a limit; the
@@ -172,6 +175,9 @@ func Start(ctx context.Context, cfg Config) (*Forwarder, error) {
 	if tables[tHost], tables[tNS], err = cfg.Ports.Tables(caps, fwdrule.Ephemeral()); err != nil {
 		return nil, &ConfigError{Err: err}
 	}
+	if caps&fwdrule.CapIfname == 0 && len(tables[tNS].Rules) > 0 {
+		log.Warn("binding to interface lo does not work here (it needs Linux 5.7): -T and -U forward 127.0.0.1 and ::1 only, not the rest of 127.0.0.0/8")
+	}
 	pf := &Forwarder{
 		cfg: cfg, log: log, caps: caps,
 		host: side{v4: cfg.IPv4, v6: cfg.IPv6, loopbackOnly: cfg.SpliceOnly,
@@ -184,7 +190,8 @@ func Start(ctx context.Context, cfg Config) (*Forwarder, error) {
 	for i := range pf.tables {
 		pf.tables[i] = fwdrule.Table{Pif: tablePifs[i], Caps: caps}
 	}
-	sp, err := splice.NewForwarder(splice.Options{Logger: log, Refusals: cfg.Refusals})
+	sp, err := splice.NewForwarder(splice.Options{Logger: log, Refusals: cfg.Refusals,
+		UDPTimeout: cfg.UDPTimeout, UDPStreamTimeout: cfg.UDPStreamTimeout})
 	if err != nil {
 		return nil, fmt.Errorf("splice forwarder: %w", err)
 	}

@@ -33,11 +33,13 @@ func (pf *Forwarder) tapTarget(v6 bool, toAddr netip.Addr) netip.Addr {
 // namespace: the rule's target address if it has one, else the namespace's
 // own address over its loopback interface, so that services bound to the
 // namespace's loopback only stay private, as in pasta. --host-lo-to-ns-lo
-// (or no address yet) makes it the namespace's loopback; so does
-// --splice-only: without a TAP the namespace never gets its address, and
-// connecting to it would fail with "network unreachable".
-func (pf *Forwarder) spliceTarget(v6 bool, toAddr netip.Addr, port uint16) netip.AddrPort {
-	a := sock.Loopback(v6)
+// (or no address yet) makes it the namespace's loopback, the same address
+// the host peer connected to (local: 127.0.0.6 stays 127.0.0.6, as in
+// pasta); so does --splice-only: without a TAP the namespace never gets
+// its address, and connecting to it would fail with "network
+// unreachable".
+func (pf *Forwarder) spliceTarget(v6 bool, toAddr netip.Addr, port uint16, local netip.Addr) netip.AddrPort {
+	a := sameLoopback(local, v6)
 	switch {
 	case toAddr.IsValid():
 		a = toAddr
@@ -48,6 +50,17 @@ func (pf *Forwarder) spliceTarget(v6 bool, toAddr netip.Addr, port uint16) netip
 		a = pf.cfg.NSAddr4
 	}
 	return netip.AddrPortFrom(a, port)
+}
+
+// sameLoopback is local if it is a loopback address of the family (v6),
+// else that family's usual loopback address: a spliced connection or flow
+// reaches the same address of 127.0.0.0/8 on the other side as it reached
+// on this one.
+func sameLoopback(local netip.Addr, v6 bool) netip.Addr {
+	if local = local.Unmap(); local.IsLoopback() && local.Is6() == v6 {
+		return local
+	}
+	return sock.Loopback(v6)
 }
 
 // register hands fd, bound as p says, to the loop that serves it: the
@@ -71,20 +84,25 @@ func (pf *Forwarder) register(p listenPlan, fd int) (closer, error) {
 		return func() { pf.cfg.Engine.RemoveListener(id) }, nil
 	}
 
-	// Spliced: a namespace listener reaches host loopback (or the rule's
-	// target); a --splice-only host listener, or a host socket's loopback
-	// companion, reaches the namespace.
-	dst := netip.AddrPortFrom(sock.Loopback(p.V6), p.toPort)
-	if p.toAddr.IsValid() {
-		dst = netip.AddrPortFrom(p.toAddr, p.toPort)
-	} else if !p.nsSide {
-		dst = pf.spliceTarget(p.V6, netip.Addr{}, p.toPort)
+	// Spliced: a namespace listener reaches host loopback, at the address
+	// the connection reached (or the rule's target); a --splice-only host
+	// listener, or a host socket's loopback companion, reaches the
+	// namespace.
+	dst := func(local netip.AddrPort) netip.AddrPort {
+		switch {
+		case p.toAddr.IsValid():
+			return netip.AddrPortFrom(p.toAddr, p.toPort)
+		case p.nsSide:
+			return netip.AddrPortFrom(sameLoopback(local.Addr(), p.V6), p.toPort)
+		}
+		return pf.spliceTarget(p.V6, netip.Addr{}, p.toPort, local.Addr())
 	}
+	bound := netip.AddrPortFrom(p.Addr, p.Port)
 	var id splice.ListenerID
 	var err error
 	if p.UDP {
-		dial := func(peer netip.AddrPort) (int, error) { return pf.dialUDP(!p.nsSide, dst, peer.Port()) }
-		l := splice.UDPListener{Fd: fd, V6: p.V6, Local: netip.AddrPortFrom(p.Addr, p.Port), Ifname: p.Ifname, Dial: dial}
+		dial := func(local, peer netip.AddrPort) (int, error) { return pf.dialUDP(!p.nsSide, dst(local), peer) }
+		l := splice.UDPListener{Fd: fd, V6: p.V6, Local: bound, Ifname: p.Ifname, Dial: dial}
 		if p.nsSide {
 			// A peer's own socket lives where the listener does.
 			l.Reply = func(local, peer netip.AddrPort) (rfd int, err error) {
@@ -97,8 +115,8 @@ func (pf *Forwarder) register(p listenPlan, fd int) (closer, error) {
 		}
 		id, err = pf.sp.AddUDPListener(l)
 	} else {
-		dial := func() (int, error) { return pf.dial(!p.nsSide, false, dst) }
-		id, err = pf.sp.AddTCPListener(splice.TCPListener{Fd: fd, Dial: dial})
+		dial := func(local netip.AddrPort) (int, error) { return pf.dial(!p.nsSide, false, dst(local)) }
+		id, err = pf.sp.AddTCPListener(splice.TCPListener{Fd: fd, Local: bound, Dial: dial})
 	}
 	if err != nil {
 		return nil, err
@@ -150,14 +168,17 @@ func (pf *Forwarder) dial(intoNS, udp bool, dst netip.AddrPort) (int, error) {
 }
 
 // dialUDP is dial for a spliced UDP flow, keeping the peer's source port
-// (sock.DialUDPFrom) where the other side lets it have it.
-func (pf *Forwarder) dialUDP(intoNS bool, dst netip.AddrPort, port uint16) (int, error) {
+// (sock.DialUDPFrom) where the other side lets it have it, and toward the
+// host its loopback address too, as pasta keeps them (into the namespace
+// the kernel picks the source address, which goes with the target).
+func (pf *Forwarder) dialUDP(intoNS bool, dst, peer netip.AddrPort) (int, error) {
 	if !intoNS {
-		return sock.DialUDPFrom(dst, port)
+		return sock.DialUDPFrom(dst, peer)
 	}
+	from := netip.AddrPortFrom(netip.Addr{}, peer.Port())
 	var fd int
 	err := pf.cfg.InNS(func() (err error) {
-		fd, err = sock.DialUDPFrom(dst, port)
+		fd, err = sock.DialUDPFrom(dst, from)
 		return err
 	})
 	return fd, err
@@ -171,7 +192,7 @@ func (pf *Forwarder) dialUDP(intoNS bool, dst netip.AddrPort, port uint16) (int,
 // they belong to.
 func (pf *Forwarder) spliceHook(c *fwd.SpliceConn) bool {
 	if pool := pf.pool.Load(); !c.UDP && pool != nil {
-		dst := pf.spliceTarget(c.V6, c.ToAddr, c.ToPort)
+		dst := pf.spliceTarget(c.V6, c.ToAddr, c.ToPort, c.Local.Addr())
 		if fd, ok, err := pool.dial(dst); ok {
 			if err != nil {
 				pf.log.Debug("splice: cannot reach the namespace", "dst", dst, "err", err)
@@ -227,11 +248,11 @@ func (pf *Forwarder) slowPath() {
 				}
 				continue
 			}
-			dst := pf.spliceTarget(c.V6, c.ToAddr, c.ToPort)
+			dst := pf.spliceTarget(c.V6, c.ToAddr, c.ToPort, c.Local.Addr())
 			var other int
 			var err error
 			if c.UDP {
-				other, err = pf.dialUDP(true, dst, c.Peer.Port())
+				other, err = pf.dialUDP(true, dst, c.Peer)
 			} else {
 				other, err = pf.dial(true, false, dst)
 			}

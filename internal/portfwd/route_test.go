@@ -66,3 +66,34 @@ func TestSpliceHookLateUDP(t *testing.T) {
 		t.Errorf("got %q after the flow's datagrams, want nothing", buf[:n])
 	}
 }
+
+// TestSpliceTarget: where a spliced host connection goes in the
+// namespace: the rule's target, else the namespace's address, else (with
+// --host-lo-to-ns-lo or --splice-only) the loopback address the host peer
+// connected to, of the same family.
+func TestSpliceTarget(t *testing.T) {
+	ns4, ns6 := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("2001:db8::1")
+	lo6 := netip.MustParseAddr("127.0.0.6")
+	for _, tc := range []struct {
+		name          string
+		cfg           Config
+		v6            bool
+		toAddr, local netip.Addr
+		want          string
+	}{
+		{"the namespace's address", Config{NSAddr4: ns4, NSAddr6: ns6}, false, netip.Addr{}, lo6, "192.0.2.1:80"},
+		{"the namespace's IPv6 address", Config{NSAddr4: ns4, NSAddr6: ns6}, true, netip.Addr{}, netip.IPv6Loopback(), "[2001:db8::1]:80"},
+		{"the rule's target", Config{NSAddr4: ns4, HostLoToNSLo: true}, false, netip.MustParseAddr("10.0.0.9"), lo6, "10.0.0.9:80"},
+		{"--host-lo-to-ns-lo keeps 127.0.0.6", Config{NSAddr4: ns4, HostLoToNSLo: true}, false, netip.Addr{}, lo6, "127.0.0.6:80"},
+		{"--host-lo-to-ns-lo, ::1", Config{NSAddr6: ns6, HostLoToNSLo: true}, true, netip.Addr{}, netip.IPv6Loopback(), "[::1]:80"},
+		{"--host-lo-to-ns-lo, address unknown", Config{HostLoToNSLo: true}, false, netip.Addr{}, netip.Addr{}, "127.0.0.1:80"},
+		{"--host-lo-to-ns-lo, another family", Config{HostLoToNSLo: true}, true, netip.Addr{}, lo6, "[::1]:80"},
+		{"--splice-only keeps 127.0.0.6", Config{SpliceOnly: true}, false, netip.Addr{}, lo6, "127.0.0.6:80"},
+		{"no address yet", Config{}, false, netip.Addr{}, lo6, "127.0.0.6:80"},
+	} {
+		pf := &Forwarder{cfg: tc.cfg}
+		if got := pf.spliceTarget(tc.v6, tc.toAddr, 80, tc.local).String(); got != tc.want {
+			t.Errorf("%s: got %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}

@@ -189,6 +189,10 @@ func Run(cfg *config.Config) (int, error) {
 	// on: gate closes then.
 	gate := make(chan struct{})
 	es := planEngine(cfg, plan, readResolvConf("/etc/resolv.conf"))
+	// The host's TCP and UDP timeouts, read while there is a file system.
+	timeouts := hostTimeouts(procSys)
+	logTimeouts(log, timeouts)
+	es.opts.Timeouts = &timeouts
 	// What the loops refuse at a limit: one count and one episode log
 	// for the engine, the splice loop and port forwarding.
 	refusals := &limit.Refusals{Log: log}
@@ -237,6 +241,7 @@ func Run(cfg *config.Config) (int, error) {
 		NSAddr4: es.params.Addr4, NSAddr6: es.params.Addr6,
 		NoSplice: cfg.NoSplice, SpliceOnly: cfg.SpliceOnly, HostLoToNSLo: cfg.HostLoToNSLo,
 		Freebind: cfg.Freebind, Logger: log, Gate: gate, Refusals: refusals,
+		UDPTimeout: timeouts.UDP, UDPStreamTimeout: timeouts.UDPStream,
 	}
 	if eng != nil {
 		fc.Engine = eng

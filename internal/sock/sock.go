@@ -124,6 +124,19 @@ func (a *Acceptor) Accept(fd int) (int, netip.AddrPort, error) {
 	return int(nfd), AddrPortOf(&a.rsa), nil
 }
 
+// Local is the address and port socket fd is bound to (getsockname): for a
+// connection accepted on a listener bound to any address, the address its
+// peer connected to.
+func (a *Acceptor) Local(fd int) (netip.AddrPort, error) {
+	a.n = uint32(unsafe.Sizeof(a.rsa))
+	_, _, errno := unix.Syscall(unix.SYS_GETSOCKNAME, uintptr(fd),
+		uintptr(unsafe.Pointer(&a.rsa)), uintptr(unsafe.Pointer(&a.n)))
+	if errno != 0 {
+		return netip.AddrPort{}, errno
+	}
+	return AddrPortOf(&a.rsa), nil
+}
+
 // AcceptBatch is the most connections an event loop takes off one
 // level-triggered listener per event while connections queue there.
 const AcceptBatch = 32
@@ -399,13 +412,16 @@ func onlyFrom(fd int, peer netip.AddrPort) error {
 }
 
 // DialUDPFrom is Dial for UDP keeping the source port a peer used on the
-// other side: the socket binds port (SO_REUSEADDR, so that it may share
-// it with a forwarded port's listener or another flow, as pasta's do)
-// before it connects, and takes an ephemeral port if the port cannot be
-// had. Protocols that answer to where a datagram came from (a VPN's
-// handshake, STUN, SIP) then see the same port on both sides of a
-// spliced flow. Port 0 is Dial.
-func DialUDPFrom(dst netip.AddrPort, port uint16) (int, error) {
+// other side, and its address if it is a loopback one: the socket binds
+// them (SO_REUSEADDR, so that it may share the port with a forwarded
+// port's listener or another flow, as pasta's do) before it connects, and
+// takes an address and ephemeral port of the kernel's choice if they
+// cannot be had. Protocols that answer to where a datagram came from (a
+// VPN's handshake, STUN, SIP) then see the same port on both sides of a
+// spliced flow, and a loopback peer its own loopback address (127.0.0.6
+// stays 127.0.0.6). A source without a port is Dial.
+func DialUDPFrom(dst, src netip.AddrPort) (int, error) {
+	port := src.Port()
 	if port == 0 {
 		return Dial(true, dst)
 	}
@@ -425,7 +441,11 @@ func DialUDPFrom(dst netip.AddrPort, port uint16) (int, error) {
 		return -1, fmt.Errorf("SO_ATTACH_FILTER: %w", err)
 	}
 	var sa Addr
-	if unix.Bind(fd, sa.Of(netip.Addr{}, port, v6)) != nil {
+	from := src.Addr().Unmap()
+	if !from.IsLoopback() || from.Is6() != v6 {
+		from = netip.Addr{}
+	}
+	if unix.Bind(fd, sa.Of(from, port, v6)) != nil {
 		unix.Close(fd)
 		return Dial(true, dst)
 	}

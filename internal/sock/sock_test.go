@@ -193,20 +193,74 @@ func TestDialUDPFrom(t *testing.T) {
 	exclusivePort := uint16(exclusive.LocalAddr().(*net.UDPAddr).Port)
 	for _, tc := range []struct {
 		name     string
+		addr     string
 		port     uint16
 		wantSame bool
+		wantAddr string // the source address: kept when a loopback one
 	}{
-		{"shared with a listener", port(shared), true},
-		{"held without SO_REUSEADDR", exclusivePort, false},
+		{"shared with a listener", "", port(shared), true, "127.0.0.1"},
+		{"held without SO_REUSEADDR", "", exclusivePort, false, "127.0.0.1"},
+		{"a loopback address kept", "127.0.0.6", port(shared), true, "127.0.0.6"},
+		{"not a loopback address", "192.0.2.77", port(shared), true, "127.0.0.1"},
+		{"another family", "::1", port(shared), true, "127.0.0.1"},
 	} {
-		fd, err := DialUDPFrom(dst, tc.port)
+		var a netip.Addr
+		if tc.addr != "" {
+			a = netip.MustParseAddr(tc.addr)
+		}
+		fd, err := DialUDPFrom(dst, netip.AddrPortFrom(a, tc.port))
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
-		if got := port(fd); (got == tc.port) != tc.wantSame || got == 0 {
+		local := nstest.LocalAddr(t, fd)
+		if got := local.Port(); (got == tc.port) != tc.wantSame || got == 0 {
 			t.Errorf("%s: got source port %d, want %d kept: %v", tc.name, got, tc.port, tc.wantSame)
 		}
+		if got := local.Addr().String(); got != tc.wantAddr {
+			t.Errorf("%s: got source address %s, want %s", tc.name, got, tc.wantAddr)
+		}
 		unix.Close(fd)
+	}
+}
+
+// TestAcceptorLocal: the address a connection accepted on a listener bound
+// to any address reached, without allocating.
+func TestAcceptorLocal(t *testing.T) {
+	lfd, err := Listen{Addr: netip.IPv4Unspecified()}.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(lfd)
+	port := nstest.LocalAddr(t, lfd).Port()
+	for _, dst := range []string{"127.0.0.1", "127.0.0.6"} {
+		c, err := net.Dial("tcp4", netip.AddrPortFrom(netip.MustParseAddr(dst), port).String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var acc Acceptor
+		var fd int
+		for range 100 {
+			if fd, _, err = acc.Accept(lfd); err != unix.EAGAIN {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if err != nil {
+			t.Fatalf("accept: %v", err)
+		}
+		got, err := acc.Local(fd)
+		if err != nil || got != netip.AddrPortFrom(netip.MustParseAddr(dst), port) {
+			t.Errorf("Local of a connection to %s: got %v (%v), want %s:%d", dst, got, err, dst, port)
+		}
+		if n := testing.AllocsPerRun(10, func() { acc.Local(fd) }); n != 0 {
+			t.Errorf("Local: got %v allocations, want 0", n)
+		}
+		unix.Close(fd)
+		c.Close()
+	}
+	var acc Acceptor
+	if _, err := acc.Local(-1); err == nil {
+		t.Errorf("Local(-1): got no error, want EBADF")
 	}
 }
 
