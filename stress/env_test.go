@@ -2,9 +2,9 @@ package stress
 
 // The fixture: a throwaway host namespace (nstest.HostNS), a namespace made
 // the way a user makes one (unshare -Urn as uid 65534), echo servers on
-// both sides, gopasta attached to it as uid 65534 with the options of
-// issue 41's measurements, and what the test reads of gopasta: its exit,
-// its log, its descriptors and its memory.
+// both sides, gopasta attached to it as uid 65534 with the options of the
+// reliability measurements (docs/reliability.md), and what the test reads
+// of gopasta: its exit, its log, its descriptors and its memory.
 
 import (
 	"bufio"
@@ -37,7 +37,8 @@ const (
 	hostPort = 5302
 )
 
-// gopastaArgs are the options of issue 41's measurements; the suite adds
+// gopastaArgs are the options of the reliability measurements
+// (docs/reliability.md); the suite adds
 // -f (so that it sees gopasta's exit status and log), --stats 1 where the
 // binary has it, and the namespace's PID.
 var gopastaArgs = []string{"--config-net", "-a", nsAddr, "-n", "24", "-g", nstest.HostGW4,
