@@ -10,6 +10,7 @@ require (
 	github.com/urfave/cli/v2 v2.27.7
 	golang.org/x/net v0.55.0
 	golang.org/x/sys v0.50.0
+	golang.org/x/tools v0.45.0
 )
 
 require (
@@ -18,6 +19,7 @@ require (
 	github.com/mdlayher/socket v0.6.0 // indirect
 	github.com/russross/blackfriday/v2 v2.1.0 // indirect
 	github.com/xrash/smetrics v0.0.0-20240521201337-686a1a2994c1 // indirect
+	golang.org/x/mod v0.36.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	kernel.org/pub/linux/libs/security/libcap/psx v1.2.78 // indirect
 )

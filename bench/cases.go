@@ -33,9 +33,15 @@ func fullCases() []testCase {
 			}
 		}
 	}
-	for _, kind := range []string{"rr", "crr"} {
-		for _, dp := range [][2]string{{"out", "tap"}, {"in", "tap"}, {"out", "splice"}, {"in", "splice"}} {
-			cs = append(cs, testCase{kind: kind, dir: dp[0], path: dp[1], fam: 4, mtu: mtuBig})
+	// The request/response rows twice: with every party free to run on
+	// any CPU, then with the tool, the client and the server on one CPU,
+	// where a transaction's figure is its whole cost to a CPU that it
+	// shares (what a host running many containers pays per connection).
+	for _, pinned := range []bool{false, true} {
+		for _, kind := range []string{"rr", "crr"} {
+			for _, dp := range [][2]string{{"out", "tap"}, {"in", "tap"}, {"out", "splice"}, {"in", "splice"}} {
+				cs = append(cs, testCase{kind: kind, dir: dp[0], path: dp[1], fam: 4, mtu: mtuBig, pinned: pinned})
+			}
 		}
 	}
 	return cs
@@ -43,7 +49,7 @@ func fullCases() []testCase {
 
 // quickCases is the two-minute subset: IPv4, every TCP path, and one of
 // each of the other kinds (host -> namespace connection churn is the case
-// that crashed pasta's 2023 build).
+// that crashed pasta's 2023 build), pinned request/response included.
 func quickCases() []testCase {
 	var cs []testCase
 	for _, mtu := range []int{mtuBig, mtuSmall} {
@@ -61,6 +67,8 @@ func quickCases() []testCase {
 		testCase{kind: "udp", dir: "out", path: "splice", fam: 4, mtu: mtuBig, size: 65000},
 		testCase{kind: "rr", dir: "out", path: "tap", fam: 4, mtu: mtuBig},
 		testCase{kind: "crr", dir: "in", path: "tap", fam: 4, mtu: mtuBig},
+		testCase{kind: "rr", dir: "out", path: "tap", fam: 4, mtu: mtuBig, pinned: true},
+		testCase{kind: "crr", dir: "in", path: "splice", fam: 4, mtu: mtuBig, pinned: true},
 	)
 	return cs
 }

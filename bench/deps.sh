@@ -11,6 +11,7 @@ have pasta       || need+=(passt)
 have slirp4netns || need+=(slirp4netns)
 have setpriv     || need+=(util-linux)
 have nsenter     || need+=(util-linux)
+have taskset     || need+=(util-linux)
 have ip          || need+=(iproute2)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ] || ! have apt-get; then

@@ -1,5 +1,8 @@
 package main
 
+// The throwaway "host" network namespace each tool gets, with documentation
+// addresses.
+
 import (
 	"crypto/rand"
 	"encoding/hex"

@@ -19,6 +19,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -26,13 +27,18 @@ import (
 )
 
 type options struct {
-	runs       int
-	secs       int
-	quick      bool
-	tools      []string
-	filter     *regexp.Regexp
-	gopasta    string
-	pasta      string
+	runs    int
+	secs    int
+	quick   bool
+	tools   []string
+	filter  *regexp.Regexp
+	gopasta string
+	pasta   string
+	// pastaVersion names the pasta compared with when its --version
+	// cannot (a build from a source tree without git: "unknown version").
+	pastaVersion string
+	// pinCPU is the CPU the pinned rows run on.
+	pinCPU     int
 	out        string
 	doc        string
 	commandStr string
@@ -50,6 +56,8 @@ func main() {
 	flag.BoolVar(&o.quick, "quick", false, "the two-minute version: one run of 3 s per row, IPv4 subset (overrides -runs and -time unless given)")
 	flag.StringVar(&o.gopasta, "gopasta", "./gopasta", "gopasta binary (built with `go build .` when missing)")
 	flag.StringVar(&o.pasta, "pasta", "pasta", "pasta binary")
+	flag.StringVar(&o.pastaVersion, "pasta-version", "", "the version of -pasta, for the report, when its --version does not say (e.g. a commit)")
+	flag.IntVar(&o.pinCPU, "pin-cpu", 0, "the CPU that the pinned rows run the tool, client and server on")
 	flag.StringVar(&o.out, "out", "bench/results/latest.md", "write the report here too (empty: stdout only)")
 	flag.StringVar(&o.doc, "doc", "", "also replace the results section of this markdown file (docs/performance.md)")
 	flag.Parse()
@@ -65,6 +73,9 @@ func main() {
 	}
 	if o.runs < 1 || o.secs < 1 {
 		fatalf("-runs and -time must be at least 1")
+	}
+	if o.pinCPU < 0 {
+		fatalf("-pin-cpu must be a CPU number")
 	}
 	o.tools = canonicalOrder(strings.Split(*tools, ","))
 	if *filter != "" {
@@ -154,6 +165,11 @@ func runBench(o options) int {
 	if gopastaErr != nil {
 		warnf("gopasta: %v", gopastaErr)
 	}
+	pastaBin, pastaErr := stagePasta(o.pasta, tmp)
+	if pastaErr != nil && slices.Contains(o.tools, "pasta") {
+		warnf("pasta: %v", pastaErr)
+	}
+	bins := binaries{gopasta: gopastaBin, gopastaErr: gopastaErr, pasta: pastaBin, pastaErr: pastaErr}
 
 	cases := quickCases()
 	if !o.quick {
@@ -172,6 +188,20 @@ func runBench(o options) int {
 		warnf("no rows match -filter")
 		return 2
 	}
+	for _, c := range cases {
+		if !c.pinned {
+			continue
+		}
+		t, err := readCPUTimes()
+		if err == nil {
+			_, err = t.cpuOf(o.pinCPU)
+		}
+		if err != nil {
+			warnf("-pin-cpu %d: %v", o.pinCPU, err)
+			return 2
+		}
+		break
+	}
 
 	// Every tool has a host namespace of its own, so that all the tools'
 	// instances can be up at once and the rows go round the tools.
@@ -189,11 +219,17 @@ func runBench(o options) int {
 	res := newResults(o.tools)
 	began := time.Now()
 	beganTimes, beganErr := readCPUTimes()
-	for _, mtu := range []int{mtuBig, mtuSmall} {
+	// The rows go in groups that share the tools' instances: one per MTU,
+	// and the pinned rows, whose instances run on one CPU, after them.
+	type group struct {
+		mtu    int
+		pinned bool
+	}
+	for _, g := range []group{{mtuBig, false}, {mtuSmall, false}, {mtuBig, true}, {mtuSmall, true}} {
 		var mine []testCase
 		ids := map[string]bool{}
 		for _, c := range cases {
-			if c.mtu == mtu {
+			if c.mtu == g.mtu && c.pinned == g.pinned {
 				mine = append(mine, c)
 				ids[c.id()] = true
 			}
@@ -201,9 +237,10 @@ func runBench(o options) int {
 		if len(mine) == 0 {
 			continue
 		}
+		pin := pinTo{pinned: g.pinned, cpu: o.pinCPU}
 		var trs []*toolRun
 		for _, tool := range o.tools {
-			trs = append(trs, startToolRun(o, hosts[tool], tool, mtu, gopastaBin, gopastaErr, tmp))
+			trs = append(trs, startToolRun(hosts[tool], tool, g.mtu, pin, bins, tmp))
 		}
 		// An interrupt also takes down the instances (the veth
 		// reference's namespace is not one of the host namespaces).
@@ -263,32 +300,41 @@ type toolRun struct {
 	start func() (*instance, error)
 }
 
-func startToolRun(o options, h *hostNS, tool string, mtu int, gopastaBin string, gopastaErr error, tmp string) *toolRun {
+// binaries are the staged tool binaries, or why one is missing.
+type binaries struct {
+	gopasta, pasta       string
+	gopastaErr, pastaErr error
+}
+
+func startToolRun(h *hostNS, tool string, mtu int, pin pinTo, bins binaries, tmp string) *toolRun {
 	tr := &toolRun{tool: tool, h: h}
 	tr.start = func() (*instance, error) {
 		switch tool {
 		case "gopasta":
-			if gopastaErr != nil {
-				return nil, gopastaErr
+			if bins.gopastaErr != nil {
+				return nil, bins.gopastaErr
 			}
-			return startPastaLike("gopasta", gopastaBin, h, mtu)
+			return startPastaLike("gopasta", bins.gopasta, h, mtu, pin)
 		case "pasta":
-			bin, err := exec.LookPath(o.pasta)
-			if err != nil {
-				return nil, fmt.Errorf("pasta not installed (apt-get install passt)")
+			if bins.pastaErr != nil {
+				return nil, bins.pastaErr
 			}
-			return startPastaLike("pasta", bin, h, mtu)
+			return startPastaLike("pasta", bins.pasta, h, mtu, pin)
 		case "slirp4netns":
 			if _, err := exec.LookPath("slirp4netns"); err != nil {
 				return nil, fmt.Errorf("slirp4netns not installed")
 			}
-			return startSlirp(h, mtu, tmp)
+			return startSlirp(h, mtu, tmp, pin)
 		case "veth":
-			return startVeth(h, mtu)
+			return startVeth(h, mtu, pin)
 		}
 		return nil, fmt.Errorf("unknown tool %q", tool)
 	}
-	fmt.Fprintf(os.Stderr, "== %s, MTU %d\n", tool, mtu)
+	where := ""
+	if pin.pinned {
+		where = fmt.Sprintf(", pinned to CPU %d", pin.cpu)
+	}
+	fmt.Fprintf(os.Stderr, "== %s, MTU %d%s\n", tool, mtu, where)
 	if tr.in, tr.err = tr.start(); tr.err != nil {
 		tr.err = fmt.Errorf("could not start: %w", tr.err)
 		fmt.Fprintf(os.Stderr, "   %v\n", tr.err)
@@ -365,20 +411,54 @@ func stageGopasta(path, dir string) (string, error) {
 		}
 		return dst, nil
 	}
-	src, err := os.Open(path)
+	return dst, copyFile(path, dst)
+}
+
+// stagePasta finds the pasta to compare with, and copies it where uid
+// 65534 can run it when it cannot at its own path (a build under a
+// directory that only root can enter). The copy is named pasta, which is
+// what puts passt's binary in pasta mode, and its AVX2 build, which pasta
+// runs in its own place when the CPU has AVX2, is copied beside it.
+func stagePasta(name, dir string) (string, error) {
+	bin, err := exec.LookPath(name)
 	if err != nil {
+		return "", fmt.Errorf("%s not found (apt-get install passt, or make pasta and PASTA=build/passt/pasta)", name)
+	}
+	if bin, err = filepath.Abs(bin); err != nil {
 		return "", err
 	}
-	defer src.Close()
+	if _, err := run(10*time.Second, append(append([]string{}, asNobody...), "test", "-x", bin)...); err == nil {
+		return bin, nil
+	}
+	dst := filepath.Join(dir, "pasta")
+	if err := copyFile(bin, dst); err != nil {
+		return "", err
+	}
+	if real, err := filepath.EvalSymlinks(bin); err == nil {
+		if _, err := os.Stat(real + ".avx2"); err == nil {
+			if err := copyFile(real+".avx2", dst+".avx2"); err != nil {
+				return "", err
+			}
+		}
+	}
+	return dst, nil
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
 	f, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
 	if err != nil {
-		return "", err
+		return err
 	}
-	if _, err := io.Copy(f, src); err != nil {
+	if _, err := io.Copy(f, in); err != nil {
 		f.Close()
-		return "", err
+		return err
 	}
-	return dst, f.Close()
+	return f.Close()
 }
 
 func goTool() string {

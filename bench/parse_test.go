@@ -2,6 +2,10 @@ package main
 
 import (
 	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -240,6 +244,153 @@ func TestOverlap(t *testing.T) {
 	}
 }
 
+// TestPinnedCases: every unpinned request/response row of the full table
+// has a pinned twin with an id and label of its own, and the quick table
+// has one pinned RR and one pinned CRR row.
+func TestPinnedCases(t *testing.T) {
+	seen := map[string]bool{}
+	pinned := map[string]bool{}
+	for _, c := range fullCases() {
+		if seen[c.id()] || seen[c.label()] {
+			t.Errorf("id %s or label %q twice", c.id(), c.label())
+		}
+		seen[c.id()], seen[c.label()] = true, true
+		if c.pinned {
+			if !c.isRR() {
+				t.Errorf("%s: pinned, want only request/response rows pinned", c.id())
+			}
+			twin := c
+			twin.pinned = false
+			pinned[twin.id()] = true
+		}
+	}
+	for _, c := range fullCases() {
+		if c.isRR() && !c.pinned && !pinned[c.id()] {
+			t.Errorf("%s: no pinned twin", c.id())
+		}
+	}
+	if got, want := len(pinned), 8; got != want {
+		t.Errorf("pinned rows: got %d, want %d", got, want)
+	}
+	kinds := map[string]int{}
+	for _, c := range quickCases() {
+		if c.pinned {
+			kinds[c.kind]++
+		}
+	}
+	if kinds["rr"] != 1 || kinds["crr"] != 1 || len(kinds) != 2 {
+		t.Errorf("quick pinned rows by kind: got %v, want one rr and one crr", kinds)
+	}
+}
+
+// TestRenderReportPinned: pinned rows get a section of their own, whose
+// second CPU column is the pinned CPU's busy time per transaction.
+func TestRenderReportPinned(t *testing.T) {
+	free := testCase{kind: "crr", dir: "in", path: "splice", fam: 4, mtu: mtuBig}
+	pin := free
+	pin.pinned = true
+	r := newResults([]string{"gopasta", "pasta", "veth"})
+	r.add(free, "gopasta", sample{value: 6000, amount: 30000, cpuTicks: 180, machineTicks: 540, pinTicks: -1})
+	r.add(free, "pasta", sample{value: 5000, amount: 25000, cpuTicks: 170, machineTicks: 500, pinTicks: -1})
+	r.add(pin, "gopasta", sample{value: 4000, amount: 20000, cpuTicks: 120, machineTicks: 600, pinTicks: 500})
+	r.add(pin, "pasta", sample{value: 5000, amount: 25000, cpuTicks: 150, machineTicks: 700, pinTicks: 500})
+	r.add(pin, "veth", sample{value: 10000, amount: 50000, cpuTicks: -1, machineTicks: 900, pinTicks: 500})
+	out := renderReport(options{runs: 1, secs: 5, pinCPU: 1}, []testCase{free, pin}, r, "m", "v", 0)
+	for _, want := range []string{
+		"### TCP request/response (1-byte messages), transactions/s\n",
+		"### TCP request/response (1-byte messages), tool, client and server pinned to CPU 1, transactions/s\n",
+		"| pinned CPU µs/transaction gopasta | pinned CPU µs/transaction pasta | pinned CPU µs/transaction veth |",
+		// 120 ticks over 20000 transactions, 500 ticks over 20000.
+		"| CRR host→ns IPv4, splice, -t from 127.0.0.1, pinned to one CPU | 4000 | 5000 | 10000 | 0.80× | 0.40× | 60.0 | 60.0 | 250.0 | 200.0 | 100.0 |",
+		"| CRR host→ns IPv4, splice, -t from 127.0.0.1 | 6000 | 5000 | n/a [1] | 1.20× | – | 60.0 | 68.0 | 180.0 | 200.0 | – |",
+		"1 of 2 rows at or above 1.00×",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestParseCPUTimesPerCPU(t *testing.T) {
+	in := "cpu  100 2 30 9999 5 4 6 7 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\ncpu3 10 0 0 99 0 0 1 2 0 0\nintr 5\n"
+	tm, err := parseCPUTimes([]byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		cpu         int
+		busy, steal int64
+		ok          bool
+	}{
+		{0, 19, 8, true},
+		{3, 11, 2, true},
+		{1, 0, 0, false}, // offline: no line
+	}
+	for _, tt := range tests {
+		got, err := tm.cpuOf(tt.cpu)
+		if (err == nil) != tt.ok || got.busy != tt.busy || got.steal != tt.steal || (tt.ok && got.cpus != 1) {
+			t.Errorf("cpu%d: got busy %d, steal %d, %d CPUs, %v; want %d, %d, 1 CPU, ok %v",
+				tt.cpu, got.busy, got.steal, got.cpus, err, tt.busy, tt.steal, tt.ok)
+		}
+	}
+	for _, bad := range []string{
+		"cpu 1 1 1 1 1 1 1\ncpu0 1 1\n",            // a CPU line too short
+		"cpu 1 1 1 1 1 1 1\ncpu0 1 -1 1 1 1 1 1\n", // a negative time
+		"cpu 1 1 1 1 1 1 1\ncpu99999999999999999999 1 1 1 1 1 1 1\n",
+	} {
+		if _, err := parseCPUTimes([]byte(bad)); err == nil {
+			t.Errorf("parseCPUTimes(%q): got no error, want one", bad)
+		}
+	}
+}
+
+func TestStatusField(t *testing.T) {
+	b := []byte("Name:\tpasta\nCpus_allowed:\t1\nCpus_allowed_list:\t0\n")
+	tests := []struct {
+		key, want string
+		ok        bool
+	}{
+		{"Name", "pasta", true},
+		{"Cpus_allowed_list", "0", true},
+		{"Cpus", "", false},
+	}
+	for _, tt := range tests {
+		if got, ok := statusField(b, tt.key); got != tt.want || ok != tt.ok {
+			t.Errorf("statusField(%s): got %q, %v; want %q, %v", tt.key, got, ok, tt.want, tt.ok)
+		}
+	}
+}
+
+// TestCheckPinned: a process tree started under taskset, children and
+// threads included, is pinned; one that is not, on a machine with more
+// than one CPU, is named.
+func TestCheckPinned(t *testing.T) {
+	// sh forks the sleeps: the check covers the children.
+	p, err := start("pinned", pinArgv(0, []string{"sh", "-c", "sleep 30 & sleep 30"}), "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.stop()
+	time.Sleep(100 * time.Millisecond)
+	if err := checkPinned(p.pid(), 0); err != nil {
+		t.Errorf("a tree started under taskset: got %v, want pinned", err)
+	}
+	if err := checkPinned(p.pid(), 1); err == nil || !strings.Contains(err.Error(), "may run on CPUs 0, not only on CPU 1") {
+		t.Errorf("checked against another CPU: got %v, want it named", err)
+	}
+	if runtime.NumCPU() < 2 {
+		return
+	}
+	q, err := start("free", []string{"sleep", "30"}, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.stop()
+	if err := checkPinned(q.pid(), 0); err == nil || !strings.Contains(err.Error(), "(sleep)") {
+		t.Errorf("a process free to run anywhere: got %v, want it named", err)
+	}
+}
+
 func TestParseCPUTimes(t *testing.T) {
 	tests := []struct {
 		in          string
@@ -274,6 +425,11 @@ func FuzzParseCPUTimes(f *testing.F) {
 		v, err := parseCPUTimes(b)
 		if err == nil && (v.busy < 0 || v.steal < 0) {
 			t.Fatalf("accepted a negative time %+v", v)
+		}
+		for n, one := range v.each {
+			if err == nil && (n < 0 || one.busy < 0 || one.steal < 0) {
+				t.Fatalf("accepted cpu%d with a negative time %+v", n, one)
+			}
 		}
 	})
 }
@@ -407,10 +563,71 @@ func TestCaseLabels(t *testing.T) {
 		{testCase{kind: "udp", dir: "in", path: "splice", fam: 6, mtu: mtuBig, size: 1400}, "UDP host→ns IPv6, splice, -u from ::1, -l 1400"},
 		{testCase{kind: "udp", dir: "in", path: "tap", fam: 4, mtu: mtuBig, size: 1400}, "UDP host→ns IPv4, TAP, -u from 192.0.2.1, MTU 65520, -l 1400"},
 		{testCase{kind: "crr", dir: "in", path: "splice", fam: 4, mtu: mtuBig}, "CRR host→ns IPv4, splice, -t from 127.0.0.1"},
+		{testCase{kind: "crr", dir: "in", path: "splice", fam: 4, mtu: mtuBig, pinned: true}, "CRR host→ns IPv4, splice, -t from 127.0.0.1, pinned to one CPU"},
+		{testCase{kind: "rr", dir: "out", path: "tap", fam: 4, mtu: mtuBig, pinned: true}, "RR ns→host IPv4, TAP, to 192.0.2.1, MTU 65520, pinned to one CPU"},
 	}
 	for _, tt := range tests {
 		if got := tt.c.label(); got != tt.want {
 			t.Errorf("label of %s: got %q, want %q", tt.c.id(), got, tt.want)
 		}
+	}
+}
+
+// TestStagePasta: a pasta that uid 65534 can run is used where it is; one
+// under a directory only root can enter is copied out as "pasta", with its
+// AVX2 build beside it; a missing one names itself.
+func TestStagePasta(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: it runs a check as uid 65534")
+	}
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		t.Skip("no setpriv")
+	}
+	root := t.TempDir()
+	if err := os.Chmod(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Dir(root), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tree := func(name string, mode os.FileMode) string {
+		d := filepath.Join(root, name)
+		for _, f := range []string{"passt", "passt.avx2"} {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(d, f), []byte("#!/bin/sh\necho "+f+"\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.Symlink("passt", filepath.Join(d, "pasta")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(d, mode); err != nil {
+			t.Fatal(err)
+		}
+		return filepath.Join(d, "pasta")
+	}
+	open, private := tree("open", 0o755), tree("private", 0o700)
+	stage := filepath.Join(root, "stage")
+	if err := os.Mkdir(stage, 0o777); err != nil {
+		t.Fatal(err)
+	}
+
+	if got, err := stagePasta(open, stage); err != nil || got != open {
+		t.Errorf("reachable pasta: got %q, %v; want %q used in place", got, err, open)
+	}
+	got, err := stagePasta(private, stage)
+	if want := filepath.Join(stage, "pasta"); err != nil || got != want {
+		t.Fatalf("pasta under a private directory: got %q, %v; want %q", got, err, want)
+	}
+	for name, from := range map[string]string{"pasta": "passt", "pasta.avx2": "passt.avx2"} {
+		b, err := os.ReadFile(filepath.Join(stage, name))
+		if want := "#!/bin/sh\necho " + from + "\n"; err != nil || string(b) != want {
+			t.Errorf("staged %s: got %q, %v; want a copy of %s", name, b, err, from)
+		}
+	}
+	if _, err := stagePasta(filepath.Join(root, "nonexistent", "pasta"), stage); err == nil || !strings.Contains(err.Error(), "nonexistent/pasta not found") {
+		t.Errorf("missing pasta: got %v, want it named", err)
 	}
 }

@@ -1,5 +1,8 @@
 package main
 
+// Processes: starting, stopping and reaping them by process group, and the
+// CPU and steal time read from /proc.
+
 import (
 	"bufio"
 	"bytes"
@@ -206,9 +209,23 @@ func lastLine(s string) string {
 // tree rooted at pid: gopasta or pasta may re-exec through helpers or fork,
 // and /proc/PID/stat already sums a process's threads.
 func cpuTicks(root int) (int64, error) {
-	ents, err := os.ReadDir("/proc")
+	tree, err := procTree(root)
 	if err != nil {
 		return 0, err
+	}
+	var sum int64
+	for _, t := range tree {
+		sum += t
+	}
+	return sum, nil
+}
+
+// procTree returns the processes of the tree rooted at root (root itself
+// and every descendant alive now), each with its user+system CPU ticks.
+func procTree(root int) (map[int]int64, error) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
 	}
 	parent := map[int]int{}
 	ticks := map[int]int64{}
@@ -228,18 +245,62 @@ func cpuTicks(root int) (int64, error) {
 		parent[pid], ticks[pid] = pp, t
 	}
 	if _, ok := ticks[root]; !ok {
-		return 0, fmt.Errorf("process %d is gone", root)
+		return nil, fmt.Errorf("process %d is gone", root)
 	}
-	var sum int64
+	tree := map[int]int64{}
 	for pid, t := range ticks {
 		for q, hops := pid, 0; q > 0 && hops < 64; q, hops = parent[q], hops+1 {
 			if q == root {
-				sum += t
+				tree[pid] = t
 				break
 			}
 		}
 	}
-	return sum, nil
+	return tree, nil
+}
+
+// checkPinned returns an error naming the first thread of the process tree
+// rooted at root that may run on any CPU but cpu: a pinned row's figure is
+// only the cost on one CPU if the tool's every process and thread, those it
+// started after the harness started it included, stayed there.
+func checkPinned(root, cpu int) error {
+	tree, err := procTree(root)
+	if err != nil {
+		return err
+	}
+	want := strconv.Itoa(cpu)
+	for pid := range tree {
+		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		if err != nil {
+			continue // gone meanwhile
+		}
+		for _, t := range tasks {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/status", pid, t.Name()))
+			if err != nil {
+				continue
+			}
+			allowed, ok := statusField(b, "Cpus_allowed_list")
+			if !ok {
+				return fmt.Errorf("thread %s of process %d: no Cpus_allowed_list in its status", t.Name(), pid)
+			}
+			if allowed != want {
+				comm, _ := statusField(b, "Name")
+				return fmt.Errorf("thread %s (%s) of process %d may run on CPUs %s, not only on CPU %d", t.Name(), comm, pid, allowed, cpu)
+			}
+		}
+	}
+	return nil
+}
+
+// statusField returns the value of a "Key:\tvalue" line of a
+// /proc/PID/status file.
+func statusField(b []byte, key string) (string, bool) {
+	for _, l := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok && k == key {
+			return strings.TrimSpace(v), true
+		}
+	}
+	return "", false
 }
 
 var errStat = errors.New("malformed /proc/PID/stat")
@@ -285,6 +346,9 @@ type cpuTimes struct {
 	// whose times it sums (all online ones, whatever the harness's own
 	// affinity), and so what a share of "the CPUs' time" is a share of.
 	cpus int
+	// each holds the busy and steal times of every CPU by its number (the
+	// cpuN lines): a pinned row's cost is its one CPU's busy time.
+	each map[int]cpuTimes
 }
 
 // readCPUTimes reads the machine's CPU times from /proc/stat.
@@ -301,11 +365,41 @@ var errCPUTimes = errors.New("unreadable /proc/stat")
 // parseCPUTimes reads the aggregate "cpu" line of /proc/stat: user nice
 // system idle iowait irq softirq steal ... (guest time is already part of
 // user). Idle, iowait and steal are not work done on this machine's behalf
-// by its CPUs. It counts the "cpuN" lines after it.
+// by its CPUs. It reads the "cpuN" lines after it the same way.
 func parseCPUTimes(b []byte) (cpuTimes, error) {
 	line, rest, _ := bytes.Cut(b, []byte("\n"))
 	f := strings.Fields(string(line))
-	if len(f) < 8 || f[0] != "cpu" {
+	if len(f) == 0 || f[0] != "cpu" {
+		return cpuTimes{}, errCPUTimes
+	}
+	t, err := parseCPUFields(f)
+	if err != nil {
+		return cpuTimes{}, err
+	}
+	t.each = map[int]cpuTimes{}
+	for len(rest) > 0 {
+		line, rest, _ = bytes.Cut(rest, []byte("\n"))
+		if len(line) > 3 && bytes.HasPrefix(line, []byte("cpu")) && line[3] >= '0' && line[3] <= '9' {
+			t.cpus++
+			f := strings.Fields(string(line))
+			n, err := strconv.Atoi(f[0][3:])
+			if err != nil || n < 0 {
+				return cpuTimes{}, errCPUTimes
+			}
+			one, err := parseCPUFields(f)
+			if err != nil {
+				return cpuTimes{}, err
+			}
+			t.each[n] = one
+		}
+	}
+	return t, nil
+}
+
+// parseCPUFields reads the busy and steal times of one cpu or cpuN line,
+// split into fields.
+func parseCPUFields(f []string) (cpuTimes, error) {
+	if len(f) < 8 {
 		return cpuTimes{}, errCPUTimes
 	}
 	field := func(i int) (int64, bool) {
@@ -327,13 +421,18 @@ func parseCPUTimes(b []byte) (cpuTimes, error) {
 		}
 		t.steal = v
 	}
-	for len(rest) > 0 {
-		line, rest, _ = bytes.Cut(rest, []byte("\n"))
-		if len(line) > 3 && bytes.HasPrefix(line, []byte("cpu")) && line[3] >= '0' && line[3] <= '9' {
-			t.cpus++
-		}
-	}
 	return t, nil
+}
+
+// cpuOf is one CPU's times, with cpus 1 so that stealShare reads a share of
+// that CPU's time.
+func (t cpuTimes) cpuOf(n int) (cpuTimes, error) {
+	one, ok := t.each[n]
+	if !ok {
+		return cpuTimes{}, fmt.Errorf("no cpu%d line in /proc/stat", n)
+	}
+	one.cpus = 1
+	return one, nil
 }
 
 // stealShare is the share of the CPUs' time over wall that the hypervisor

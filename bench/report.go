@@ -1,11 +1,16 @@
 package main
 
+// The report: medians, ratios, CPU columns, notes and the markdown tables,
+// and the docs/performance.md section it replaces.
+
 import (
 	"fmt"
 	"math"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -171,6 +176,12 @@ func (ce *cell) machineCPU(rr bool) (float64, bool) {
 	return ce.perUnit(rr, func(s sample) int64 { return s.machineTicks })
 }
 
+// pinnedCPU is the same for the busy time of the one CPU a pinned row ran
+// on.
+func (ce *cell) pinnedCPU(rr bool) (float64, bool) {
+	return ce.perUnit(rr, func(s sample) int64 { return s.pinTicks })
+}
+
 func (ce *cell) perUnit(rr bool, ticks func(sample) int64) (float64, bool) {
 	return ce.medianOf(func(s sample) (float64, bool) {
 		if ticks(s) < 0 || s.amount <= 0 {
@@ -226,12 +237,21 @@ type section struct {
 	match                func(testCase) bool
 	worst                bool // show the worst second of each row
 	drops                bool // show the receiver's drop share of each row
+	// pinned: the rows ran on one CPU (its number fills the title's %d),
+	// and the second CPU column is that CPU's busy time rather than the
+	// machine's.
+	pinned bool
 }
 
 var sections = []section{
-	{"TCP throughput", "Gbit/s", "CPU s/GB", func(c testCase) bool { return c.kind == "tcp" }, true, false},
-	{"UDP throughput (received)", "Gbit/s", "CPU s/GB", func(c testCase) bool { return c.kind == "udp" }, false, true},
-	{"TCP request/response (1-byte messages)", "transactions/s", "CPU µs/transaction", func(c testCase) bool { return c.isRR() }, false, false},
+	{title: "TCP throughput", unit: "Gbit/s", cpuUnit: "CPU s/GB",
+		match: func(c testCase) bool { return c.kind == "tcp" }, worst: true},
+	{title: "UDP throughput (received)", unit: "Gbit/s", cpuUnit: "CPU s/GB",
+		match: func(c testCase) bool { return c.kind == "udp" }, drops: true},
+	{title: "TCP request/response (1-byte messages)", unit: "transactions/s", cpuUnit: "CPU µs/transaction",
+		match: func(c testCase) bool { return c.isRR() && !c.pinned }},
+	{title: "TCP request/response (1-byte messages), tool, client and server pinned to CPU %d", unit: "transactions/s", cpuUnit: "CPU µs/transaction",
+		match: func(c testCase) bool { return c.isRR() && c.pinned }, pinned: true},
 }
 
 const spreadNote = "the two tools' runs of this row cross (each one's slowest run is no faster than the other's fastest): the ratio is within run-to-run spread"
@@ -303,7 +323,11 @@ func renderReport(o options, cases []testCase, r *results, machine, vers string,
 		if len(rows) == 0 {
 			continue
 		}
-		fmt.Fprintf(&b, "### %s, %s\n\n", sec.title, sec.unit)
+		title, machineCol := sec.title, "machine "
+		if sec.pinned {
+			title, machineCol = fmt.Sprintf(sec.title, o.pinCPU), "pinned "
+		}
+		fmt.Fprintf(&b, "### %s, %s\n\n", title, sec.unit)
 		hdr := []string{"Test"}
 		hdr = append(hdr, r.tools...)
 		if hasGopasta && hasPasta {
@@ -316,7 +340,7 @@ func renderReport(o options, cases []testCase, r *results, machine, vers string,
 			hdr = append(hdr, sec.cpuUnit+" "+t)
 		}
 		for _, t := range r.tools {
-			hdr = append(hdr, "machine "+sec.cpuUnit+" "+t)
+			hdr = append(hdr, machineCol+sec.cpuUnit+" "+t)
 		}
 		if sec.worst {
 			for _, t := range r.tools {
@@ -389,7 +413,12 @@ func renderReport(o options, cases []testCase, r *results, machine, vers string,
 				}
 			}
 			for _, t := range r.tools {
-				if v, ok := r.resolve(c, t).machineCPU(c.isRR()); ok {
+				ce := r.resolve(c, t)
+				v, ok := ce.machineCPU(c.isRR())
+				if sec.pinned {
+					v, ok = ce.pinnedCPU(c.isRR())
+				}
+				if ok {
 					line = append(line, formatCPU(c, v))
 				} else {
 					line = append(line, "–")
@@ -471,9 +500,16 @@ func versions(o options, gopastaBin string) string {
 		case "pasta":
 			add("pasta ("+o.pasta+"):", o.pasta, "--version")
 			// Debian's 2023 build reports "unknown version"; the package
-			// version names the snapshot.
+			// version names the snapshot. A build from a source tree
+			// without git says the same, and -pasta-version names it.
+			if o.pastaVersion != "" {
+				parts = append(parts, "pasta version given (-pasta-version): "+o.pastaVersion)
+			}
 			if p, err := exec.LookPath(o.pasta); err == nil && p == "/usr/bin/pasta" {
 				add("Debian passt package:", "dpkg-query", "-W", "-f", "${Version}", "passt")
+			}
+			if avx2, ok := pastaAVX2(o.pasta); ok {
+				parts = append(parts, "pasta runs its AVX2 build "+avx2)
 			}
 		case "slirp4netns":
 			add("slirp4netns:", "slirp4netns", "--version")
@@ -481,6 +517,41 @@ func versions(o options, gopastaBin string) string {
 	}
 	add("iperf3:", "iperf3", "--version")
 	return strings.Join(parts, "; ")
+}
+
+// pastaAVX2 names the AVX2 build that pasta execs in its own place on an
+// x86_64 CPU with AVX2 (its binary's resolved path with ".avx2"), when both
+// are there: the table then compares with that build.
+func pastaAVX2(name string) (string, bool) {
+	if runtime.GOARCH != "amd64" || !cpuHasAVX2() {
+		return "", false
+	}
+	bin, err := exec.LookPath(name)
+	if err != nil {
+		return "", false
+	}
+	real, err := filepath.EvalSymlinks(bin)
+	if err != nil {
+		return "", false
+	}
+	if _, err := os.Stat(real + ".avx2"); err != nil {
+		return "", false
+	}
+	return real + ".avx2", true
+}
+
+func cpuHasAVX2() bool {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	for _, l := range readLines(f) {
+		if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "flags" {
+			return slices.Contains(strings.Fields(v), "avx2")
+		}
+	}
+	return false
 }
 
 const docBegin, docEnd = "<!-- bench:begin -->", "<!-- bench:end -->"

@@ -1,5 +1,8 @@
 package main
 
+// The tools measured: gopasta or pasta attached to a holder, slirp4netns,
+// and the veth pair.
+
 import (
 	"bufio"
 	"encoding/json"
@@ -37,6 +40,25 @@ type instance struct {
 	noSplice string // loopback <-> loopback forwarding
 	noIn6    string // host -> namespace over IPv6
 	kernel   bool   // veth: loopback rows fall back to the plain veth path
+
+	// pinned: the tool was started on CPU cpu only (every process and
+	// thread it starts inherits that), and the workloads run there too.
+	pinned bool
+	cpu    int
+}
+
+// pinTo is where an instance runs: on every CPU (pinned false), or on one.
+type pinTo struct {
+	pinned bool
+	cpu    int
+}
+
+// wrap runs argv on the one CPU when pinned.
+func (p pinTo) wrap(argv []string) []string {
+	if !p.pinned {
+		return argv
+	}
+	return pinArgv(p.cpu, argv)
 }
 
 func (in *instance) addr(fam int) string {
@@ -117,18 +139,22 @@ func waitAddr(in *instance, addr string, timeout time.Duration) error {
 // startPastaLike runs gopasta or pasta attached to a fresh holder, with the
 // same options for both: podman-style --config-net, our own addresses, and
 // the forwards the workloads use.
-func startPastaLike(name, bin string, h *hostNS, mtu int) (*instance, error) {
+func startPastaLike(name, bin string, h *hostNS, mtu int, pin pinTo) (*instance, error) {
 	holder, wrap, err := startHolder(h)
 	if err != nil {
 		return nil, err
 	}
-	in := &instance{tool: name, mtu: mtu, nsWrap: wrap, holder: holder, addr4: nsAddr4, addr6: nsAddr6}
+	in := &instance{tool: name, mtu: mtu, nsWrap: wrap, holder: holder, addr4: nsAddr4, addr6: nsAddr6,
+		pinned: pin.pinned, cpu: pin.cpu}
 	args := []string{bin, "--config-net", "-f", "-m", itoa(mtu),
 		"-a", nsAddr4, "-n", "24", "-g", hostGW4, "-a", nsAddr6, "-g", hostGW6,
 		"-t", fmt.Sprintf("%d,%d", portIn, portInRR), "-u", itoa(portIn),
 		"-T", fmt.Sprintf("%d,%d", portOut, portOutRR), "-U", itoa(portOut),
 		itoa(holder.pid())}
-	in.main, err = start(name, h.cmd(args...), "", 0)
+	// Pinned from its first instruction: taskset, nsenter and setpriv
+	// exec one another and the tool, so the tool's process, its
+	// re-executions, its threads and its children all inherit the CPU.
+	in.main, err = start(name, pin.wrap(h.cmd(args...)), "", 0)
 	if err != nil {
 		holder.stop()
 		return nil, err
@@ -144,7 +170,7 @@ func startPastaLike(name, bin string, h *hostNS, mtu int) (*instance, error) {
 
 // startSlirp runs slirp4netns the way rootless podman used to: --configure,
 // no host loopback, port forwards added through its API socket.
-func startSlirp(h *hostNS, mtu int, tmp string) (*instance, error) {
+func startSlirp(h *hostNS, mtu int, tmp string, pin pinTo) (*instance, error) {
 	holder, wrap, err := startHolder(h)
 	if err != nil {
 		return nil, err
@@ -154,11 +180,12 @@ func startSlirp(h *hostNS, mtu int, tmp string) (*instance, error) {
 		noGW:     "slirp4netns runs with --disable-host-loopback",
 		noSplice: "slirp4netns has no loopback splice path",
 		noIn6:    "slirp4netns's API forwards IPv4 host ports only",
+		pinned:   pin.pinned, cpu: pin.cpu,
 	}
 	sock := filepath.Join(tmp, fmt.Sprintf("slirp-%d.sock", mtu))
 	_ = os.Remove(sock)
-	in.main, err = start("slirp4netns", h.cmd("slirp4netns", "--configure", fmt.Sprintf("--mtu=%d", mtu),
-		"--disable-host-loopback", "--enable-ipv6", "--api-socket", sock, itoa(holder.pid()), "tap0"), "", 0)
+	in.main, err = start("slirp4netns", pin.wrap(h.cmd("slirp4netns", "--configure", fmt.Sprintf("--mtu=%d", mtu),
+		"--disable-host-loopback", "--enable-ipv6", "--api-socket", sock, itoa(holder.pid()), "tap0")), "", 0)
 	if err != nil {
 		holder.stop()
 		return nil, err
@@ -211,12 +238,13 @@ func slirpHostfwd(sock, proto string, port int) error {
 // startVeth makes the kernel-only reference: a second network namespace
 // joined to the host namespace by a veth pair, the same addresses as the
 // translated namespaces, nothing in between.
-func startVeth(h *hostNS, mtu int) (*instance, error) {
+func startVeth(h *hostNS, mtu int, pin pinTo) (*instance, error) {
 	v := uniqueName("gpbveth")
 	if err := ip("netns", "add", v); err != nil {
 		return nil, err
 	}
-	in := &instance{tool: "veth", mtu: mtu, vethNS: v, addr4: nsAddr4, addr6: nsAddr6, kernel: true}
+	in := &instance{tool: "veth", mtu: mtu, vethNS: v, addr4: nsAddr4, addr6: nsAddr6, kernel: true,
+		pinned: pin.pinned, cpu: pin.cpu}
 	in.nsWrap = func(argv ...string) []string {
 		out := append([]string{"nsenter", "--net=/run/netns/" + v, "--"}, asNobody...)
 		return append(out, argv...)

@@ -1,5 +1,8 @@
 package main
 
+// The rows (testCase) and one run of a row through a tool: iperf3 or rr, and
+// their output parsed.
+
 import (
 	"encoding/json"
 	"errors"
@@ -17,10 +20,18 @@ type testCase struct {
 	fam  int    // 4 or 6
 	mtu  int    // the namespace interface's MTU
 	size int    // UDP datagram size (iperf3 -l)
+	// pinned: the tool (every process and thread of it), the client and
+	// the server all run on one CPU (-pin-cpu), so that the rate is
+	// transactions per second of that one CPU.
+	pinned bool
 }
 
 func (c testCase) id() string {
-	return fmt.Sprintf("%s/%s/%s/v%d/%d/%d", c.kind, c.dir, c.path, c.fam, c.mtu, c.size)
+	id := fmt.Sprintf("%s/%s/%s/v%d/%d/%d", c.kind, c.dir, c.path, c.fam, c.mtu, c.size)
+	if c.pinned {
+		id += "/pinned"
+	}
+	return id
 }
 
 func (c testCase) label() string {
@@ -53,6 +64,9 @@ func (c testCase) label() string {
 	}
 	if c.kind == "udp" {
 		s += fmt.Sprintf(", -l %d", c.size)
+	}
+	if c.pinned {
+		s += ", pinned to one CPU"
 	}
 	return s
 }
@@ -89,8 +103,13 @@ type sample struct {
 	// whole cost of the run, client and server included.
 	machineTicks int64
 	// steal is the share of the CPUs' time that the hypervisor took
-	// meanwhile (-1: not read; 0 on bare metal).
+	// meanwhile (-1: not read; 0 on bare metal); of the one CPU's time
+	// for a pinned row.
 	steal float64
+	// pinTicks is, for a pinned row, the busy time of the CPU that the
+	// tool, the client and the server shared (-1: not pinned, or not
+	// read): what the row's transactions cost that CPU.
+	pinTicks int64
 	// worst is the slowest whole-second interval of a TCP transfer, in
 	// Gbit/s (0: not measured): a stall or dip shows here even when the
 	// run's average hides it.
@@ -188,6 +207,9 @@ func measure(in *instance, h *hostNS, c testCase, secs int, rrBin string) (sampl
 		}
 		ready = "Server listening"
 	}
+	if in.pinned {
+		srvArgv, cliArgv = pinArgv(in.cpu, srvArgv), pinArgv(in.cpu, cliArgv)
+	}
 	srv, err := start("server", srvArgv, ready, 5*time.Second)
 	if err != nil {
 		return sample{}, err
@@ -221,6 +243,13 @@ func measure(in *instance, h *hostNS, c testCase, secs int, rrBin string) (sampl
 			return sample{}, err
 		}
 	}
+	// A tool that moved one of its threads off the CPU (or started one
+	// elsewhere) would make the row's figure a two-CPU one.
+	if in.pinned && in.main != nil {
+		if err := checkPinned(in.main.pid(), in.cpu); err != nil {
+			return sample{}, fmt.Errorf("%s not pinned: %w", in.tool, err)
+		}
+	}
 	// Read after the run's CPU readings, so that its own processes are
 	// not counted in them.
 	if udp {
@@ -251,12 +280,28 @@ func measure(in *instance, h *hostNS, c testCase, secs int, rrBin string) (sampl
 		s.machineTicks = m1.busy - m0.busy
 	}
 	s.steal = stealShare(m0, m1, mErr, mErr1, wall)
+	s.pinTicks = -1
+	if in.pinned {
+		p0, pErr := m0.cpuOf(in.cpu)
+		p1, pErr1 := m1.cpuOf(in.cpu)
+		if mErr == nil && mErr1 == nil && pErr == nil && pErr1 == nil && p1.busy >= p0.busy {
+			s.pinTicks = p1.busy - p0.busy
+		}
+		// The share of the one CPU's time, not of the machine's: the
+		// hypervisor taking the other CPU does not slow this row.
+		s.steal = stealShare(p0, p1, errors.Join(mErr, pErr), errors.Join(mErr1, pErr1), wall)
+	}
 	s.rcvDrops = -1
 	if udp {
 		s.rcvDrops = receiverDrops(u0, u1, uErr0, uErr1)
 	}
 	srv.wait(3 * time.Second)
 	return s, nil
+}
+
+// pinArgv runs argv, and everything it starts, on CPU cpu only.
+func pinArgv(cpu int, argv []string) []string {
+	return append([]string{"taskset", "--cpu-list", itoa(cpu)}, argv...)
 }
 
 // iperfResult is the part of `iperf3 -J` output the harness reads.

@@ -67,7 +67,8 @@ func TestBadOptions(t *testing.T) {
 		// lo carries no IPv6 route outwards: refused as pasta does, not
 		// silently replaced by local mode.
 		{"outbound-if6-unusable", []string{"--outbound-if6", "lo", "--", "true"}, [][]string{{"--outbound-if6"}, {"lo"}}},
-		{"huge-port-list", []string{"-t", longPortList(18000) + ",5", "--", "true"}, [][]string{{"-t", "tcp-ports"}, {"port 5"}}},
+		{"huge-port-list", []string{"-t", longPortList(18000) + ",5", "--", "true"}, [][]string{{"-t", "tcp-ports"}, {"Too many rules (maximum 255)"}}},
+		{"long-port-list", []string{"-t", longPortList(200) + ",5", "--", "true"}, [][]string{{"-t", "tcp-ports"}, {"port 5 is already forwarded"}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

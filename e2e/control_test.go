@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -444,40 +445,28 @@ func rawClient(t *testing.T, sock string) net.Conn {
 	// 20-byte greeting, then tables: u8 pif, 128-byte name, caps,
 	// count, rules; u8 0 ends them.
 	buf := make([]byte, 20)
-	if _, err := ioReadFull(cl, buf); err != nil {
+	if _, err := io.ReadFull(cl, buf); err != nil {
 		t.Fatalf("greeting: %v", err)
 	}
 	for {
 		id := make([]byte, 1)
-		if _, err := ioReadFull(cl, id); err != nil {
+		if _, err := io.ReadFull(cl, id); err != nil {
 			t.Fatalf("tables: %v", err)
 		}
 		if id[0] == 0 {
 			break
 		}
 		hdr := make([]byte, 136)
-		if _, err := ioReadFull(cl, hdr); err != nil {
+		if _, err := io.ReadFull(cl, hdr); err != nil {
 			t.Fatalf("tables: %v", err)
 		}
 		n := int(hdr[132])<<24 | int(hdr[133])<<16 | int(hdr[134])<<8 | int(hdr[135])
-		if _, err := ioReadFull(cl, make([]byte, n*56)); err != nil {
+		if _, err := io.ReadFull(cl, make([]byte, n*56)); err != nil {
 			t.Fatalf("rules: %v", err)
 		}
 	}
 	cl.SetReadDeadline(time.Time{})
 	return cl
-}
-
-func ioReadFull(c net.Conn, b []byte) (int, error) {
-	n := 0
-	for n < len(b) {
-		k, err := c.Read(b[n:])
-		n += k
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
 }
 
 // downloadRate caps timedDownload, so that the test measures pauses

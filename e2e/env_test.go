@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -284,9 +285,12 @@ func paths() []path {
 	}
 }
 
-// agent drives a peer in agent mode.
+// agent drives a peer in agent mode. Its commands run one at a time (do
+// is safe from several goroutines, each waiting its turn); the peer's bg
+// command runs one beside the others.
 type agent struct {
 	dir  string
+	mu   sync.Mutex // held by do from writing a command to its answer
 	n    int
 	proc *nstest.Proc // nil when the test started the agent another way
 }
@@ -341,8 +345,8 @@ func (a *agent) gone() error {
 	}
 	select {
 	case <-a.proc.Done():
-		o, e := a.proc.Output()
-		return fmt.Errorf("the agent's process exited early:\n%s\n%s", o, e)
+		r, _ := a.proc.Wait(0)
+		return fmt.Errorf("the agent's process exited early: %s", r)
 	default:
 		return nil
 	}
@@ -350,6 +354,8 @@ func (a *agent) gone() error {
 
 // do runs a command in the agent and returns what it answered after "ok".
 func (a *agent) do(timeout time.Duration, args ...string) (string, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	a.n++
 	if err := writeFileAtomic(a.dir, fmt.Sprintf("cmd-%d", a.n), strings.Join(args, " ")); err != nil {
 		return "", err
@@ -434,7 +440,11 @@ func (a *agent) serve(t *testing.T, port int) {
 }
 
 // exit tells the agent to exit.
-func (a *agent) exit() { writeFileAtomic(a.dir, fmt.Sprintf("cmd-%d", a.n+1), "exit") }
+func (a *agent) exit() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	writeFileAtomic(a.dir, fmt.Sprintf("cmd-%d", a.n+1), "exit")
+}
 
 // startSleeper starts `unshare -Urn sleep 300` as e.u inside the host
 // namespace, the way podman and rootlesskit prepare a namespace, and returns

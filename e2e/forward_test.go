@@ -167,7 +167,7 @@ func TestForwardPortTaken(t *testing.T) {
 // TestForwardBeyondFileLimit: port ranges that ask for more sockets than
 // the descriptor limit allows (1000 here: four sockets a TCP port, two a
 // UDP one) forward what fits, warn about the rest, and leave descriptors
-// for the rest of gopasta (the sandbox, which used to fail then) and for
+// for the rest of gopasta (the sandbox opens files as it starts) and for
 // connections, which still go through.
 func TestForwardBeyondFileLimit(t *testing.T) {
 	for _, u := range nstest.Users() {

@@ -1,20 +1,7 @@
-// Package e2e holds gopasta's end-to-end tests. They build the gopasta
-// binary (internal/nstest.Binary) and drive it inside a throwaway "host"
-// network namespace (internal/nstest.HostNS) as root and as uid 65534,
-// checking what the namespace it serves sees and what reaches peers on
-// either side. They need root to create the host namespace and skip
-// otherwise; uid 65534 also needs a usable /dev/net/tun (chmod 0666) and
-// unprivileged user namespaces. The --vhost tests run inside a QEMU guest
-// (internal/vmtest), where this test binary is gopasta too.
-//
-// GOPASTA_BIN=/usr/bin/pasta go test -skip '^TestVhost' ./e2e runs the same
-// checks against the reference implementation.
-//
-// The files: main_test.go (this one: the roles of the test binary),
-// peer_test.go (the test peer: stream, transfer protocol, UDP echo, the
-// commands the namespace side runs), env_test.go (the fixture: host
-// namespace, user, gopasta, host-side dialing), then one file per topic.
 package e2e
+
+// The roles of the test binary: the tests themselves, gopasta (asMainEnv),
+// or the namespace side's peer (peerFlag).
 
 import (
 	"os"
@@ -33,15 +20,22 @@ import (
 const asMainEnv = "GOPASTA_AS_MAIN"
 
 // TestMain dispatches the roles of the test binary: the namespace-side
-// peer (peerFlag first), gopasta (asMainEnv=1), or the tests, with
-// vmtest.Main's step for its unprivileged isolation mode.
+// peer (peerFlag first), gopasta (asMainEnv=1; with forbiddenEnv=1 too, a
+// gopasta making a forbidden call), or the tests, with vmtest's step for
+// its unprivileged isolation mode. In the seccomp report mode
+// (GOPASTA_SECCOMP=log, as `make test` runs), a run in which any gopasta
+// reported a system call outside its allowlist fails
+// (nstest.SeccompReportMain).
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == peerFlag {
 		os.Exit(peerMain(os.Args[2:]))
 	}
 	if os.Getenv(asMainEnv) == "1" {
+		if os.Getenv(forbiddenEnv) == "1" {
+			go forbiddenCalls()
+		}
 		os.Exit(run.Main(os.Args))
 	}
 	nstest.DefaultHangup()
-	vmtest.Main(m)
+	os.Exit(nstest.SeccompReportMain(func() int { return vmtest.Run(m) }))
 }

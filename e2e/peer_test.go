@@ -15,7 +15,7 @@ package e2e
 //	                            "err REASON"), until "exit", until DIR goes
 //	                            away, or after two idle minutes
 //
-// The commands are peerCommand's. Every TCP exchange speaks one protocol
+// The commands are peer.command's. Every TCP exchange speaks one protocol
 // (serveConn), every byte of content comes from one generator (stream), and
 // every UDP check is one echo exchange (udpEcho).
 
@@ -26,6 +26,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"maps"
 	"math/rand/v2"
@@ -206,15 +207,21 @@ func put(c net.Conn, n int64, seed uint64) error {
 	if _, err := io.CopyN(io.MultiWriter(c, h), stream(seed), n); err != nil {
 		return fmt.Errorf("put %d bytes: sending: %w", n, err)
 	}
+	return putEnd(c, h, "put", n)
+}
+
+// putEnd ends an upload ('P') of n bytes whose hash is h: end of file to
+// the server, and its SHA-256 of what it received checked against h.
+func putEnd(c net.Conn, h hash.Hash, what string, n int64) error {
 	if err := c.(interface{ CloseWrite() error }).CloseWrite(); err != nil {
 		return err
 	}
 	got, err := io.ReadAll(c)
 	if err != nil {
-		return fmt.Errorf("put %d bytes: reading the server's hash: %w", n, err)
+		return fmt.Errorf("%s %d bytes: reading the server's hash: %w", what, n, err)
 	}
 	if want := hex.EncodeToString(h.Sum(nil)); string(got) != want {
-		return fmt.Errorf("put %d bytes: the server received data with SHA-256 %q, want %q", n, got, want)
+		return fmt.Errorf("%s %d bytes: the server received data with SHA-256 %q, want %q", what, n, got, want)
 	}
 	return nil
 }
@@ -505,6 +512,18 @@ func (p *peer) hold(c io.Closer) {
 //	release                  closes what sink and stall hold
 //	ping ADDR                two echo requests with busybox ping; one answer
 //	                         is enough
+//	hold ADDR N              opens N echo connections (holdConns), kept open
+//	                         until release; the result is "held H refused R
+//	                         failed F"
+//	slowput ADDR N SEED MS   put, spread over MS milliseconds (slowPut)
+//	ttlprobe ADDR TTL        UDP probes with TTL or hop limit TTL (ttlProbe);
+//	                         the result is "reply" or "icmp TYPE CODE FROM"
+//	dgram ADDR SRC N DATA    N datagrams of DATA to ADDR (a group or a
+//	                         broadcast address too) from port SRC, nothing
+//	                         expected back (sendDatagrams)
+//	neigh ADDR MAC MS [flush]  resolves ADDR (its entry flushed first, if
+//	                         asked) and waits up to MS ms for its
+//	                         neighbour entry to show MAC (neighWait)
 func (p *peer) command(f []string) (string, error) {
 	if len(f) == 0 {
 		return "", errors.New("empty command")
@@ -698,6 +717,12 @@ func (p *peer) command(f []string) (string, error) {
 		return "", nil
 	case "ping":
 		return "", pingCheck(arg(1))
+	case "ttlprobe":
+		return ttlProbe(arg(1), int(num(2)))
+	case "dgram":
+		return "", sendDatagrams(arg(1), int(num(2)), int(num(3)), arg(4))
+	case "neigh":
+		return neighCmd(f)
 	case "hostile":
 		return hostileFrames(time.Duration(num(1))*time.Millisecond, uint64(num(2)), arg(3))
 	case "badmac":
@@ -726,6 +751,21 @@ func (p *peer) command(f []string) (string, error) {
 		p.hold(c)
 		n, err := stallWrite(c)
 		return strconv.FormatInt(n, 10), err
+	case "hold":
+		cs, n := holdConns(func() (net.Conn, error) {
+			return net.DialTimeout("tcp", arg(1), connectTimeout)
+		}, int(num(2)))
+		for _, c := range cs {
+			p.hold(c)
+		}
+		return n.String(), nil
+	case "slowput":
+		c, err := dialRetry("tcp", arg(1))
+		if err != nil {
+			return "", err
+		}
+		defer c.Close()
+		return "", slowPut(c, num(2), uint64(num(3)), time.Duration(num(4))*time.Millisecond)
 	case "release":
 		p.mu.Lock()
 		held := p.held
@@ -758,8 +798,15 @@ func (p *peer) command(f []string) (string, error) {
 		}
 		return strings.Join(names, ","), nil
 	}
+	if c, ok := moreCommands[f[0]]; ok {
+		return c(f)
+	}
 	return "", fmt.Errorf("unknown command %q", f[0])
 }
+
+// moreCommands are peer commands of one test file each, registered by its
+// init and documented there: name, then the command with its arguments.
+var moreCommands = map[string]func(f []string) (string, error){}
 
 // dnsCheck queries server for name (A and AAAA over UDP, A over TCP) and
 // wants each answered with one address among want.
@@ -972,4 +1019,91 @@ func serveUDPWho(pc net.PacketConn) {
 		}
 		pc.WriteTo([]byte(strconv.Itoa(from.(*net.UDPAddr).Port)), from)
 	}
+}
+
+// connectTimeout bounds a connection attempt of holdConns and its echo. A
+// refusal at a limit is a reset, at once; a connection that waited in a
+// listener's queue while every descriptor was taken, and is served once
+// one is free, may take seconds, as it would with a kernel's full queue.
+const connectTimeout = 10 * time.Second
+
+// holdCount is what holdConns made of its attempts, and the first error
+// that was not a refusal.
+type holdCount struct {
+	held, refused, failed int
+	firstFailure          error
+}
+
+func (n holdCount) String() string {
+	s := fmt.Sprintf("held %d refused %d failed %d", n.held, n.refused, n.failed)
+	if n.firstFailure != nil {
+		s += " (first: " + n.firstFailure.Error() + ")"
+	}
+	return s
+}
+
+// holdConns opens n connections with dial, one after the other, each
+// proven with a one-byte echo ('E'): those that echo are held (returned
+// open, the server still echoing); a connection reset, refused or ended
+// before its echo was refused; one that timed out or failed otherwise
+// failed.
+func holdConns(dial func() (net.Conn, error), n int) ([]net.Conn, holdCount) {
+	var held []net.Conn
+	var cnt holdCount
+	buf := make([]byte, 1)
+	for range n {
+		c, err := dial()
+		if err == nil {
+			c.SetDeadline(time.Now().Add(connectTimeout))
+			if _, err = c.Write([]byte("Ex")); err == nil {
+				_, err = io.ReadFull(c, buf)
+			}
+		}
+		switch {
+		case err == nil:
+			c.SetDeadline(time.Time{})
+			held = append(held, c)
+			cnt.held++
+			continue
+		case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNREFUSED),
+			errors.Is(err, syscall.EPIPE), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+			cnt.refused++
+		default:
+			cnt.failed++
+			if cnt.firstFailure == nil {
+				cnt.firstFailure = err
+			}
+		}
+		if c != nil {
+			c.Close()
+		}
+	}
+	return held, cnt
+}
+
+// slowPut is put spread over about d: the data goes in 64 KiB writes
+// paced evenly, so that the connection stays open and busy that long.
+func slowPut(c net.Conn, n int64, seed uint64, d time.Duration) error {
+	c.SetDeadline(time.Now().Add(d + xferTimeout(n)))
+	if err := request(c, 'P'); err != nil {
+		return err
+	}
+	const chunk = 64 << 10
+	h := sha256.New()
+	src := io.TeeReader(stream(seed), h)
+	steps := max(n/chunk, 1)
+	start := time.Now()
+	buf := make([]byte, chunk)
+	for i, left := int64(0), n; left > 0; i++ {
+		k := min(left, chunk)
+		if _, err := io.ReadFull(src, buf[:k]); err != nil {
+			return err
+		}
+		if _, err := c.Write(buf[:k]); err != nil {
+			return fmt.Errorf("slow put of %d bytes: sending after %d: %w", n, n-left, err)
+		}
+		left -= k
+		time.Sleep(time.Until(start.Add(d * time.Duration(i+1) / time.Duration(steps))))
+	}
+	return putEnd(c, h, "slow put of", n)
 }

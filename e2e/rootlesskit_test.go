@@ -92,8 +92,9 @@ func TestRootlessKit(t *testing.T) {
 			}
 
 			// Host to child: a port the child opens is forwarded by
-			// gopasta's auto scan (--port-driver=implicit).
-			port := e.freePort(t)
+			// gopasta's auto scan (--port-driver=implicit); below the
+			// ephemeral range, which auto leaves to clients.
+			port := e.staticPort(t)
 			a.serve(t, port)
 			opened := time.Now()
 			e.waitServing(t, nil, addrPort("127.0.0.1", port), autoWithin)

@@ -18,6 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/elastic/go-seccomp-bpf/arch"
+	"golang.org/x/sys/unix"
+
 	"github.com/gopasta/gopasta/internal/nstest"
 )
 
@@ -187,6 +190,10 @@ func TestSandbox(t *testing.T) {
 						t.Skip("skipping: a root-only form (ip netns add; root attaching to another user's namespace)")
 					}
 					e := newEnv(t, u, hostSetup{ping: true, peers: true})
+					// The filter as users get it, whatever the run's
+					// mode: a forbidden call kills (the rest of the
+					// suite may run with GOPASTA_SECCOMP=log).
+					e.gopastaEnv = []string{nstest.SeccompEnv + "="}
 					e.h.SetResolvConf("nameserver 127.0.0.1\n")
 					startResolver(t, e.h, "127.0.0.1")
 					hostPort := e.serveTCP(t, "127.0.0.1:0", nstest.TempDir(t))
@@ -367,6 +374,66 @@ func TestSandbox(t *testing.T) {
 	}
 }
 
+// forbiddenEnv, with asMainEnv, makes this test binary a gopasta that
+// opens "/" every 10 ms on a goroutine of its own (forbiddenCalls):
+// harmless before its sandbox, a call outside the allowlist after it.
+const forbiddenEnv = "GOPASTA_E2E_FORBIDDEN"
+
+func forbiddenCalls() {
+	for {
+		if fd, err := unix.Open("/", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
+			unix.Close(fd)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestSeccompReport: the report mode's plumbing. A gopasta making a call
+// outside its allowlist after its sandbox went on (forbiddenEnv), started
+// through nstest as root and as uid 65534 (which re-executes itself in a
+// user namespace of its own), with GOPASTA_SECCOMP=log and a report file
+// of the test's own in the test's environment, keeps running, exits with
+// its command, and leaves one line naming the call in the report file.
+func TestSeccompReport(t *testing.T) {
+	info, err := arch.GetInfo("")
+	if err != nil {
+		t.Skip(err)
+	}
+	for _, u := range nstest.Users() {
+		t.Run(u.Name, func(t *testing.T) {
+			e := newEnv(t, u, hostSetup{})
+			report := filepath.Join(nstest.TempDir(t), "report")
+			if err := os.WriteFile(report, nil, 0o666); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(report, 0o666); err != nil {
+				t.Fatal(err)
+			}
+			// As the suite's report mode passes them: from this
+			// process's environment, through nstest's commands.
+			t.Setenv(nstest.SeccompEnv, "log")
+			t.Setenv(nstest.SeccompReportEnv, report)
+			e.bin = e.self
+			e.gopastaEnv = []string{asMainEnv + "=1", forbiddenEnv + "=1"}
+			r := e.run(t, "--config-net", "--", "sleep", "0.5")
+			if r.Code != 0 || !strings.Contains(r.Stderr, "(openat) by thread") {
+				t.Errorf("gopasta making a forbidden call in log mode: got %s, want exit 0 and the call on stderr", r)
+			}
+			b, err := os.ReadFile(report)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("report file: %s", b)
+			lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+			want := fmt.Sprintf("openat (%d) pid ", info.SyscallNames["openat"])
+			if len(lines) != 1 || !strings.HasPrefix(lines[0], want) || !strings.Contains(lines[0], " tid ") ||
+				!strings.HasSuffix(lines[0], " --config-net -- sleep 0.5)") {
+				t.Errorf("report file: got %q, want one line %q...", b, want)
+			}
+		})
+	}
+}
+
 // TestSandboxRunAs: --runas picks the identity root drops to; gopasta's
 // own user namespace translates the caller's ids; bad values are one
 // error line and exit 1.
@@ -456,6 +523,9 @@ func TestSandboxInheritedFds(t *testing.T) {
 	for _, u := range nstest.Users() {
 		t.Run(u.Name, func(t *testing.T) {
 			e := newEnv(t, u, hostSetup{})
+			// What gopasta holds as users run it: in the seccomp
+			// report mode it holds the report file too.
+			e.gopastaEnv = []string{nstest.SeccompEnv + "="}
 			dir := nstest.TempDir(t)
 			pidFile := filepath.Join(dir, "gopasta.pid")
 			leaked := filepath.Join(dir, "leaked")
@@ -591,15 +661,7 @@ func TestSandboxLogRotation(t *testing.T) {
 // TestSandbox while 10 MiB go each way through vhost-net.
 func TestVhostSandbox(t *testing.T) {
 	forGuestUsers(t, func(t *testing.T, u guestUser, h *guestHost) {
-		dir, err := os.MkdirTemp("", "gopasta-sandbox-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { os.RemoveAll(dir) })
-		if err := os.Chmod(dir, 0o777); err != nil {
-			t.Fatal(err)
-		}
-		pidFile := filepath.Join(dir, "gopasta.pid")
+		pidFile := filepath.Join(nstest.TempDir(t), "gopasta.pid")
 		cmds := putGet(h.tcp.Addr().String())
 		// The command lingers after the transfers so that the
 		// process can be read while it still runs.
@@ -609,7 +671,7 @@ func TestVhostSandbox(t *testing.T) {
 			done <- guestGopasta(t, u, []string{"--vhost=on", "--config-net", "-P", pidFile}, []string{"sh", "-c", script})
 		}()
 		var pid int
-		err = nstest.WaitFor(60*time.Second, func() (err error) { pid, err = nstest.ReadPIDFile(pidFile); return err })
+		err := nstest.WaitFor(60*time.Second, func() (err error) { pid, err = nstest.ReadPIDFile(pidFile); return err })
 		if err != nil {
 			t.Fatalf("pid file: %v", err)
 		}

@@ -1,5 +1,9 @@
 package fwd
 
+// The ARP responder: the namespace's requests for any address but its own
+// answered with our MAC address, or with the one the host's neighbour
+// table has for it (neigh.go).
+
 import (
 	"net/netip"
 
@@ -10,13 +14,15 @@ import (
 // Ethernet minimum, which a TAP device does not need.
 const arpFrameLen = header.EthernetMinimumSize + header.ARPSize
 
-// arpReply answers an ARP request from the namespace with our MAC address
-// for every target but the namespace's own address: gopasta is the whole
-// link, so every other address lives behind it. Probes (sender 0.0.0.0,
-// RFC 5227) and gratuitous announcements (sender == target) are the
-// namespace checking or claiming its own address and get no answer, or
-// duplicate address detection would fail.
-func arpReply(p *NetParams, frame, out []byte) int {
+// arpReply answers an ARP request from the namespace for every target but
+// the namespace's own address: gopasta is the whole link, so every other
+// address lives behind it. The answer comes from the MAC address nt has
+// for the target (nt.macFor: a neighbour of the host's LAN, the gateway,
+// or ours; nil: ours). Probes (sender 0.0.0.0, RFC 5227) and gratuitous
+// announcements (sender == target) are the namespace checking or claiming
+// its own address and get no answer, or duplicate address detection would
+// fail.
+func arpReply(p *NetParams, nt *neighTable, frame, out []byte) int {
 	eth := header.Ethernet(frame)
 	if !eth.IsValid() || eth.Type() != header.EtherTypeARP || len(out) < arpFrameLen {
 		return 0
@@ -38,8 +44,9 @@ func arpReply(p *NetParams, frame, out []byte) int {
 	copy(spaB[:], req.SenderIPSlice())
 	copy(tpaB[:], req.TargetIPSlice())
 
+	mac := nt.macFor(tpa, p.OurMAC)
 	o := header.Ethernet(out[:arpFrameLen])
-	o.Encode(sha[:], p.OurMAC, header.EtherTypeARP)
-	header.ARP(o.Payload()).Encode(header.ARPReply, p.OurMAC, tpaB[:], sha[:], spaB[:])
+	o.Encode(sha[:], mac[:], header.EtherTypeARP)
+	header.ARP(o.Payload()).Encode(header.ARPReply, mac[:], tpaB[:], sha[:], spaB[:])
 	return arpFrameLen
 }

@@ -2,24 +2,20 @@ package fwd
 
 import (
 	"bytes"
-	"net"
 	"net/netip"
 	"testing"
 
 	"github.com/gopasta/gopasta/internal/header"
 )
 
-var (
-	testNSMAC  = []byte{0x02, 0x11, 0x22, 0x33, 0x44, 0x55}
-	testOurMAC = net.HardwareAddr{0x9a, 0x55, 0x9a, 0x55, 0x9a, 0x55}
-)
+var testNSMAC = []byte{0x02, 0x11, 0x22, 0x33, 0x44, 0x55}
 
 // respParams is a namespace set up the way pasta would: documentation
 // addresses, a gateway on the link, DNS and search domains for both
 // families.
 func respParams() *NetParams {
 	return &NetParams{
-		OurMAC: testOurMAC, MTU: 1500,
+		OurMAC: ourMAC, MTU: 1500,
 		Addr4: netip.MustParseAddr("192.0.2.10"), Prefix4: 24, Gateway4: netip.MustParseAddr("192.0.2.1"),
 		Addr6: netip.MustParseAddr("2001:db8:1:2::10"), Prefix6: 64, Gateway6: netip.MustParseAddr("fe80::1"),
 		OurLL6:   netip.MustParseAddr("fe80::1"),
@@ -54,7 +50,7 @@ func TestARPReply(t *testing.T) {
 	}
 	for _, tt := range tests {
 		out := bytes.Repeat([]byte{0xee}, 128)
-		n := arpReply(p, tt.frame, out)
+		n := arpReply(p, nil, tt.frame, out)
 		if n != tt.wantSize {
 			t.Errorf("%s: reply length %d, want %d", tt.name, n, tt.wantSize)
 			continue
@@ -68,12 +64,12 @@ func TestARPReply(t *testing.T) {
 		switch {
 		case !eth.IsValid() || eth.Type() != header.EtherTypeARP:
 			t.Errorf("%s: ethertype %#x, want ARP", tt.name, eth.Type())
-		case !bytes.Equal(eth.Dst(), testNSMAC) || !bytes.Equal(eth.Src(), testOurMAC):
-			t.Errorf("%s: ethernet dst %x src %x, want %x %x", tt.name, eth.Dst(), eth.Src(), testNSMAC, []byte(testOurMAC))
+		case !bytes.Equal(eth.Dst(), testNSMAC) || !bytes.Equal(eth.Src(), ourMAC):
+			t.Errorf("%s: ethernet dst %x src %x, want %x %x", tt.name, eth.Dst(), eth.Src(), testNSMAC, []byte(ourMAC))
 		case !a.IsValid() || a.Op() != header.ARPReply:
 			t.Errorf("%s: op %d, want reply", tt.name, a.Op())
-		case !bytes.Equal(a.SenderMAC(), testOurMAC) || a.SenderIP() != req.TargetIP():
-			t.Errorf("%s: sender %x %v, want %x %v", tt.name, a.SenderMAC(), a.SenderIP(), []byte(testOurMAC), req.TargetIP())
+		case !bytes.Equal(a.SenderMAC(), ourMAC) || a.SenderIP() != req.TargetIP():
+			t.Errorf("%s: sender %x %v, want %x %v", tt.name, a.SenderMAC(), a.SenderIP(), []byte(ourMAC), req.TargetIP())
 		case !bytes.Equal(a.TargetMAC(), testNSMAC) || a.TargetIP() != req.SenderIP():
 			t.Errorf("%s: target %x %v, want %x %v", tt.name, a.TargetMAC(), a.TargetIP(), testNSMAC, req.SenderIP())
 		}
@@ -85,7 +81,7 @@ func FuzzARPReply(f *testing.F) {
 	p := respParams()
 	out := make([]byte, 1514)
 	f.Fuzz(func(t *testing.T, frame []byte) {
-		if n := arpReply(p, frame, out); n != 0 && n != arpFrameLen {
+		if n := arpReply(p, nil, frame, out); n != 0 && n != arpFrameLen {
 			t.Fatalf("reply length %d", n)
 		}
 	})
@@ -95,7 +91,7 @@ func BenchmarkARPReply(b *testing.B) {
 	p, fr, out := respParams(), arpRequest(header.ARPRequest, "192.0.2.10", "192.0.2.1"), make([]byte, 1514)
 	b.ReportAllocs()
 	for b.Loop() {
-		if arpReply(p, fr, out) == 0 {
+		if arpReply(p, nil, fr, out) == 0 {
 			b.Fatal("no reply")
 		}
 	}

@@ -1,5 +1,8 @@
 package fwd
 
+// The DHCPv4 server on the link (RFC 2131): the namespace's address, routes,
+// DNS servers, search list and MTU handed to its client.
+
 import (
 	"encoding/binary"
 	"net/netip"
@@ -358,13 +361,7 @@ func writeDHCPConfig(p *NetParams, w *dhcpOptWriter, r *dhcpRequestInfo, reply u
 	}
 	if len(p.Search) > 0 {
 		var sb [1024]byte
-		n := 0
-		for _, s := range p.Search {
-			if l, ok := header.EncodeDNSName(sb[n:], s); ok && l > 1 {
-				n += l
-			}
-		}
-		if n > 0 {
+		if n := header.EncodeDNSSearchList(sb[:], p.Search); n > 0 {
 			w.long(dhcpOptSearch, sb[:n])
 		}
 	}

@@ -97,7 +97,7 @@ func TestDHCPReply(t *testing.T) {
 		if tt.broadcast {
 			wantMAC = header.EthernetBroadcast[:]
 		}
-		if ip.Src() != p.Gateway4 || ip.Dst() != netip.MustParseAddr(tt.wantDst) || !bytes.Equal(eth.Dst(), wantMAC) || !bytes.Equal(eth.Src(), testOurMAC) {
+		if ip.Src() != p.Gateway4 || ip.Dst() != netip.MustParseAddr(tt.wantDst) || !bytes.Equal(eth.Dst(), wantMAC) || !bytes.Equal(eth.Src(), ourMAC) {
 			t.Errorf("%s: got %v -> %v (MAC %x), want %v -> %s (MAC %x)", tt.name, ip.Src(), ip.Dst(), eth.Dst(), p.Gateway4, tt.wantDst, wantMAC)
 		}
 		if got := opts[dhcpOptMsgType]; len(got) != 1 || got[0] != tt.wantType {

@@ -1,5 +1,8 @@
 package fwd
 
+// The DHCPv6 server on the link (RFC 8415): the namespace's address as an
+// IA_NA, DNS servers, the domain list and the FQDN.
+
 import (
 	"encoding/binary"
 	"net/netip"
@@ -234,13 +237,7 @@ func writeDHCPv6Config(p *NetParams, w *dhcpv6Writer) {
 	}
 	var b [1024]byte
 	if len(p.Search) > 0 {
-		n := 0
-		for _, s := range p.Search {
-			if l, ok := header.EncodeDNSName(b[n:], s); ok && l > 1 {
-				n += l
-			}
-		}
-		if n > 0 {
+		if n := header.EncodeDNSSearchList(b[:], p.Search); n > 0 {
 			w.opt(dhcpv6OptDomainList, b[:n])
 		}
 	}

@@ -105,7 +105,7 @@ func TestDHCPv6Reply(t *testing.T) {
 		if !bytes.Equal(r.clientID, testClientDUID) || !bytes.Equal(r.serverID, duid[:]) {
 			t.Errorf("%s: client id %x server id %x, want %x %x", tt.name, r.clientID, r.serverID, testClientDUID, duid)
 		}
-		if !bytes.Equal(duid[4:], testOurMAC) {
+		if !bytes.Equal(duid[4:], ourMAC) {
 			t.Errorf("server DUID %x does not carry our MAC", duid)
 		}
 		if _, got := opts[dhcpv6OptRapidCommit]; got != (tt.name == "solicit rapid commit") {

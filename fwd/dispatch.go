@@ -1,5 +1,9 @@
 package fwd
 
+// Frames from the namespace: validation (classify), the on-link responders,
+// and each flow's frames of a cycle handed to its translator at once
+// (handleFrames).
+
 import (
 	"net/netip"
 
@@ -22,6 +26,8 @@ type packet struct {
 	// csumDone: the transport checksum needs no verification (the link's
 	// virtio-net header said it is partial or already checked).
 	csumDone bool
+	// ttl is the IPv4 TTL or IPv6 hop limit the namespace sent with.
+	ttl uint8
 }
 
 // ip returns the IP header and everything after it, up to the packet's end.
@@ -129,7 +135,7 @@ func (e *Engine) classify(fr []byte, p *packet) bool {
 		if header.ARP(eth.Payload()).IsValid() {
 			e.learnMAC(fr, nil)
 		}
-		e.respond(arpReply, fr)
+		e.respondNeigh(arpReply, fr)
 		return false
 	case header.EtherTypeIPv4:
 		return e.classify4(fr, p)
@@ -145,6 +151,26 @@ func (e *Engine) respond(r responder, fr []byte) {
 		e.drop(DropProtocol)
 		return
 	}
+	out := e.responseBuf(fr)
+	if n := r(e.p, fr, out); n > 0 {
+		e.txCommit(n)
+	}
+}
+
+// A neighResponder answers with the MAC addresses of the mirrored
+// neighbour table: ARP and NDP.
+type neighResponder func(p *NetParams, nt *neighTable, frame, out []byte) int
+
+func (e *Engine) respondNeigh(r neighResponder, fr []byte) {
+	out := e.responseBuf(fr)
+	if n := r(e.p, &e.neigh, fr, out); n > 0 {
+		e.txCommit(n)
+	}
+}
+
+// responseBuf readies frame fr for a responder and returns the buffer its
+// answer goes in.
+func (e *Engine) responseBuf(fr []byte) []byte {
 	if h := e.rxHdr; h != nil && h.Flags()&header.VirtioNetHdrFNeedsCsum != 0 {
 		// The responders check what they parse, checksums included;
 		// complete a partial one first. Only DHCP and DHCPv6 from
@@ -152,10 +178,7 @@ func (e *Engine) respond(r responder, fr []byte) {
 		// on the data path.
 		completeChecksum(fr, int(h.CsumStart()), int(h.CsumOffset()))
 	}
-	out := e.txBuf()
-	if n := r(e.p, fr, out); n > 0 {
-		e.txCommit(n)
-	}
+	return e.txBuf()
 }
 
 // learnMAC takes the namespace's MAC address from the source of frame fr,
@@ -239,7 +262,7 @@ func (e *Engine) classify4(fr []byte, p *packet) bool {
 		frame: fr, l3: header.EthernetMinimumSize,
 		l4:  header.EthernetMinimumSize + ip.HeaderLength(),
 		end: header.EthernetMinimumSize + int(ip.TotalLength()),
-		src: ip.Src(), dst: ip.Dst(), proto: ip.Protocol(),
+		src: ip.Src(), dst: ip.Dst(), proto: ip.Protocol(), ttl: ip.TTL(),
 		csumDone: p.csumDone,
 	}
 	return e.classifyL4(p)
@@ -268,7 +291,7 @@ func (e *Engine) classify6(fr []byte, p *packet) bool {
 		frame: fr, l3: header.EthernetMinimumSize,
 		l4:  header.EthernetMinimumSize + t.Offset,
 		end: header.EthernetMinimumSize + header.IPv6MinimumSize + int(ip.PayloadLength()),
-		src: ip.Src(), dst: ip.Dst(), proto: t.Protocol, v6: true,
+		src: ip.Src(), dst: ip.Dst(), proto: t.Protocol, v6: true, ttl: ip.HopLimit(),
 		csumDone: p.csumDone,
 	}
 	return e.classifyL4(p)
@@ -331,7 +354,7 @@ func (e *Engine) classifyL4(p *packet) bool {
 		}
 		switch ic.Type() {
 		case header.ICMPv6RouterSolicitation, header.ICMPv6NeighborSolicitation:
-			e.respond(ndpReply, p.frame)
+			e.respondNeigh(ndpReply, p.frame)
 			return false
 		case header.ICMPv6EchoRequest:
 			if ic.Code() != 0 {
@@ -349,7 +372,7 @@ func (e *Engine) classifyL4(p *packet) bool {
 		e.drop(DropProtocol)
 		return false
 	}
-	if !forwardable(p.dst) {
+	if !forwardable(p.dst, p.proto == header.ProtocolUDP) {
 		e.drop(DropDestination)
 		return false
 	}
@@ -357,16 +380,21 @@ func (e *Engine) classifyL4(p *packet) bool {
 }
 
 // forwardable reports whether a destination can have a host socket: no
-// multicast or broadcast (a connected host socket would send to the host's
-// networks, not the namespace's), no unspecified or loopback (never valid
-// on a wire), and no link-local unless the NAT maps it (checked later by
-// the translators, which see the mapped address).
-func forwardable(a netip.Addr) bool {
-	if a.IsMulticast() || a.IsUnspecified() || a.IsLoopback() {
+// unspecified or loopback address (never valid on a wire), and no
+// link-local unicast unless the NAT maps it (checked later by the
+// translators, which see the mapped address). Multicast and broadcast
+// only for UDP (datagrams), which leave through a host socket onto the
+// host's network as pasta's do (SSDP, mDNS, discovery broadcasts), with
+// the host's other listeners on the group seeing them too (the socket
+// loops them back): a connection or an echo has no group to talk to. Not
+// interface-local multicast (ff01::/16), which never leaves a node's
+// interface.
+func forwardable(a netip.Addr, udp bool) bool {
+	if a.IsUnspecified() || a.IsLoopback() || a.IsInterfaceLocalMulticast() {
 		return false
 	}
-	if a.Is4() && a.As4() == [4]byte{255, 255, 255, 255} {
-		return false
+	if a.IsMulticast() || (a.Is4() && a.As4() == [4]byte{255, 255, 255, 255}) {
+		return udp
 	}
 	return true
 }

@@ -21,11 +21,18 @@ func FuzzEngineFrame(f *testing.F) {
 	f.Add(udpFrame(ns4, ext, 68, 67, make([]byte, 300)))
 	f.Add(udpFrame(ns6, gw6, 546, 547, make([]byte, 60)))
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 2, 0, 0, 0, 0, 1, 0x08, 0x06})
+	f.Add(arpRequest(header.ARPRequest, "10.0.2.100", "10.0.2.7"))
+	f.Add(icmp6Frame("fd00::100", "ff02::1:ff00:7", 255, nsMessage("fd00::7", true)))
 	// One engine for every input of a worker: New preallocates its
 	// buffers, which would dominate each run. A small MTU keeps them small.
+	// Its mirror of the host's neighbour table holds a neighbour of each
+	// family, whose MAC addresses answers and frames carry.
 	p := testParams()
 	p.MTU = 1500
-	d := newDrivenParams(f, p, Options{FlowCapacity: 8})
+	src := newFakeNeighbours(f)
+	d := newDrivenParams(f, p, Options{FlowCapacity: 8, Neighbours: src})
+	src.push(dumpBegin, set("10.0.2.7", lanMAC), set("fd00::7", lanMAC2), set("192.0.2.7", lanMAC), dumpEnd)
+	d.e.readNeighbours()
 	f.Fuzz(func(t *testing.T, b []byte) { fuzzFrameOnce(t, d, b) })
 }
 

@@ -1,5 +1,8 @@
 package fwd
 
+// The Engine: its options, construction, and the flow life cycle every
+// translator shares (newFlow, closeFlow, reap).
+
 import (
 	"context"
 	"errors"
@@ -14,13 +17,15 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gopasta/gopasta/internal/header"
+	"github.com/gopasta/gopasta/internal/limit"
+	"github.com/gopasta/gopasta/internal/sock"
 	"github.com/gopasta/gopasta/internal/yield"
 )
 
-// DefaultFlowCapacity is the flow table size when Options.FlowCapacity is 0.
-// pasta holds about 128 Ki flows; 32 Ki keeps the preallocated table small
-// (a few MiB) while being far above what one namespace normally uses.
-const DefaultFlowCapacity = 32768
+// DefaultFlowCapacity is the flow table size when Options.FlowCapacity is
+// 0: pasta's, 128 Ki flows less one. Only the flows in use take memory
+// (flowTable), about 300 bytes each.
+const DefaultFlowCapacity = 131071
 
 // Options tune an Engine. The zero value forwards everything with pasta's
 // defaults.
@@ -41,14 +46,19 @@ type Options struct {
 	// Logger for warnings and, at debug level, rate-limited drop reasons.
 	// nil discards.
 	Logger *slog.Logger
+	// Refusals counts the connections and flows refused at a limit
+	// (descriptors, memory, the flow table) and logs their episodes;
+	// nil counts nothing. The process's other loops share it.
+	Refusals *limit.Refusals
 
 	// Address mapping (see NAT). MapHostLoopback defaults to the gateway
 	// unless NoMapGW (--no-map-gw, or --map-host-loopback none).
 	NoMapGW                            bool
 	MapHostLoopback4, MapHostLoopback6 netip.Addr
 	MapGuestAddr4, MapGuestAddr6       netip.Addr
-	// DNSForward (--dns-forward): DNS to it goes to DNSHost (--dns-host,
-	// or the host's first resolver, which the caller reads).
+	// DNSForward (--dns-forward): DNS to it (TCP and UDP ports 53 and
+	// 853, DNSPort) goes to DNSHost (--dns-host, or the host's first
+	// resolver, which the caller reads).
 	DNSForward4, DNSForward6 netip.Addr
 	DNSHost4, DNSHost6       netip.Addr
 	// Outbound (-o/--outbound, --outbound-if4/6): the source address and
@@ -56,6 +66,22 @@ type Options struct {
 	// destinations, which only loopback can reach.
 	Outbound4, Outbound6     netip.Addr
 	OutboundIf4, OutboundIf6 string
+	// MulticastIf6 is the host interface (its index) that UDP toward
+	// IPv6 multicast groups leaves by: the template interface, which link
+	// scope (ff02::/16) needs and which other scopes take rather than
+	// whichever interface the first multicast route names. 0: routing
+	// decides, and link-scope groups are unreachable.
+	MulticastIf6 int
+	// Neighbours, when set, is the host's neighbour table on the template
+	// interfaces, which the engine mirrors (neigh.go): ARP and NDP answers
+	// for the host's neighbours, and frames from them, carry their own
+	// MAC addresses. The caller owns it (the engine does not close it).
+	Neighbours NeighbourSource
+	// Freebind (--freebind): UDP flow sockets bind with IP_FREEBIND, as
+	// forwarded ports' listeners do: a host peer's reply socket binds the
+	// address the peer sent to, and a flow the namespace opens binds
+	// Outbound4/6, whether or not the host has that address configured.
+	Freebind bool
 
 	// VnetHdr: the link's frames carry a 12-byte virtio-net header (a TAP
 	// opened with IFF_VNET_HDR and TUNSETVNETHDRSZ 12), and the TAP has
@@ -65,6 +91,9 @@ type Options struct {
 	// frames with checksums left partial: no checksum is computed on
 	// either side of the TAP for TCP and UDP.
 	VnetHdr bool
+	// Timeouts are the host's TCP and UDP timeout settings; nil means
+	// the kernel's defaults (DefaultTimeouts).
+	Timeouts *Timeouts
 }
 
 // translator is a protocol handler: UDP, ICMP echo, and TCP. The engine
@@ -116,14 +145,14 @@ type Engine struct {
 	vnet          int // virtio-net header length on the link: 0 or 12
 	// rxHdr is the virtio-net header of the frame being handled (nil
 	// without one): a responder completes its partial checksum (respond).
-	rxHdr  header.VirtioNetHdr
-	ourMAC [6]byte
-	nsMAC  [6]byte // learnt from the namespace's frames
-	ipID   uint16
+	rxHdr header.VirtioNetHdr
+	nsMAC [6]byte // learnt from the namespace's frames
+	ipID  uint16
 
 	ft *flowTable
 	tr [numProtos]translator
 
+	to          Timeouts // Options.Timeouts, or the defaults
 	ctr         counters
 	lastDropLog [NumDropReasons]int64
 	warned      warnings
@@ -144,23 +173,30 @@ type Engine struct {
 	pcap     *pcapWriter
 
 	epfd, timerfd, wakefd int
-	cycles                uint64        // event-loop cycles run (sock.AcceptBudget)
-	yield                 yield.Yielder // a Gosched every few ms, so sysmon leaves the loop's P alone
-	pin                   threadPin     // the loop's thread, held while the link is backlogged (loop.go)
-	events                []unix.EpollEvent
-	nextTick              int64 // next housekeeping tick
-	timerAt               int64 // what the timerfd is armed for
-	nextRA                int64 // next unsolicited router advertisement (0: none scheduled yet)
-	closing               []int32
-	dgramMax              int                // the datagram flows' share of the table (evict.go)
-	evictHand             int                // where the next eviction's sample starts in the active list
-	batch                 uint32             // batches of frames from the link handled (handleFrames)
-	sa4                   unix.SockaddrInet4 // reused by sockaddr
-	sa6                   unix.SockaddrInet6
-	running               atomic.Bool
-	closed                bool
+	// reserve lets a listener refuse connections out of descriptors
+	// (listen.go); listenRetryAt is when the earliest paused listener
+	// is due back in epoll (0: none is paused).
+	reserve       *sock.Spare
+	listenRetryAt int64
+	cycles        uint64        // event-loop cycles run (sock.AcceptBudget)
+	yield         yield.Yielder // a Gosched every few ms, so sysmon leaves the loop's P alone
+	pin           threadPin     // the loop's thread, held while the link is backlogged (loop.go)
+	events        []unix.EpollEvent
+	nextTick      int64 // next housekeeping tick
+	timerAt       int64 // what the timerfd is armed for
+	timerLost     bool  // arming it failed: Run sleeps no longer than timerAt
+	nextRA        int64 // next unsolicited router advertisement (0: none scheduled yet)
+	closing       []int32
+	dgramMax      int       // the datagram flows' share of the table (evict.go)
+	evictHand     int       // where the next eviction's sample starts in the active list
+	batch         uint32    // batches of frames from the link handled (handleFrames)
+	sa            sock.Addr // host sockets' bind and connect addresses, reused
+	running       atomic.Bool
+	closed        bool
 
 	lst listenTable // forwarded-port listeners (listen.go)
+
+	neigh neighTable // the host's neighbour table, mirrored (neigh.go)
 }
 
 // warnings that must be said once, not once per packet.
@@ -204,6 +240,11 @@ func New(link Link, p *NetParams, opts Options) (*Engine, error) {
 		e.log = slog.New(slog.DiscardHandler)
 	}
 	e.debug = e.log.Enabled(context.Background(), slog.LevelDebug)
+	e.to = DefaultTimeouts()
+	if opts.Timeouts != nil {
+		e.to = *opts.Timeouts
+	}
+	e.to = e.to.clamp()
 	e.nat = NewNAT(p, &opts)
 	e.mtu = p.MTU
 	if e.mtu <= 0 || e.mtu > maxFrameMTU {
@@ -217,7 +258,6 @@ func New(link Link, p *NetParams, opts Options) (*Engine, error) {
 		e.vnet = header.VirtioNetHdrSize
 		e.frameMax = max(e.frameMax, gsoFrameMax)
 	}
-	copy(e.ourMAC[:], p.OurMAC)
 	e.nsMAC = [6]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
 	e.pin = threadPin{lock: runtime.LockOSThread, unlock: runtime.UnlockOSThread}
 	e.start = e.clock()
@@ -225,6 +265,7 @@ func New(link Link, p *NetParams, opts Options) (*Engine, error) {
 	for i := range e.lastDropLog {
 		e.lastDropLog[i] = -tickInterval
 	}
+	e.neigh.init(e)
 	e.ft = newFlowTable(opts.FlowCapacity)
 	e.dgramMax = datagramBudget(opts.FlowCapacity, opts.DatagramFlows)
 
@@ -255,6 +296,7 @@ func New(link Link, p *NetParams, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	e.sys = &kernelSys{epfd: e.epfd}
+	e.reserve = sock.NewSpare(e.wakefd)
 	if !opts.NoUDP {
 		e.tr[protoUDP] = newUDP(e)
 	}
@@ -287,6 +329,9 @@ func (e *Engine) Close() error {
 	if e.pcap != nil {
 		e.pcap.flush()
 	}
+	if e.reserve != nil {
+		e.reserve.Close()
+	}
 	for _, fd := range []int{e.epfd, e.timerfd, e.wakefd} {
 		if fd > 0 {
 			unix.Close(fd)
@@ -318,7 +363,6 @@ func (e *Engine) newFlow(p *packet, proto uint8) int32 {
 	}
 	f := &e.ft.flows[idx]
 	f.v6 = p.v6
-	f.NSAddr, f.DstAddr = p.src, p.dst
 	f.NSPort, f.DstPort = p.sport, p.dport
 	e.ctr.flows[proto].Add(1)
 	e.ctr.opened.Add(1)
@@ -343,7 +387,6 @@ func (e *Engine) newFlowFor(ipProto uint8, proto uint8, nsSide, peer netip.AddrP
 	}
 	f := &e.ft.flows[idx]
 	f.v6 = nsSide.Addr().Is6()
-	f.NSAddr, f.DstAddr = nsSide.Addr(), peer.Addr()
 	f.NSPort, f.DstPort = nsSide.Port(), peer.Port()
 	e.ctr.flows[proto].Add(1)
 	e.ctr.opened.Add(1)
@@ -379,6 +422,9 @@ func (e *Engine) reap() {
 		e.ctr.flows[f.proto].Add(-1)
 		e.ctr.closed.Add(1)
 		e.ft.release(idx)
+	}
+	if len(e.closing) > 0 && !e.reserve.Held() {
+		e.reserve.Renew() // a descriptor was just freed
 	}
 	e.closing = e.closing[:0]
 }

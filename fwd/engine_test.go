@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gopasta/gopasta/internal/header"
 	"github.com/gopasta/gopasta/internal/nstest"
 )
 
@@ -260,8 +261,12 @@ func TestMalformedDropped(t *testing.T) {
 		}), DropFragment},
 		{"udp checksum", mut(func(b []byte) []byte { b[len(b)-1] ^= 1; return b }), DropBadChecksum},
 		{"udp length", mut(func(b []byte) []byte { b[38], b[39] = 0xff, 0xff; return b }), DropBadTransport},
-		{"multicast", udpFrame(ns4, netip.MustParseAddr("224.0.0.251"), 5353, 5353, []byte("m")), DropDestination},
-		{"broadcast", udpFrame(ns4, netip.MustParseAddr("255.255.255.255"), 5000, 5000, []byte("b")), DropDestination},
+		{"tcp to multicast", tcpSegment(netip.AddrPortFrom(ns4, 40000), netip.MustParseAddrPort("224.0.0.251:80"), 1, 0, header.TCPFlagSYN, nil), DropDestination},
+		{"echo to broadcast", echoFrame(ns4, netip.MustParseAddr("255.255.255.255"), 7, 1, nil), DropDestination},
+		{"echo to multicast", echoFrame(ns6, netip.MustParseAddr("ff02::1"), 7, 1, nil), DropDestination},
+		{"udp to interface-local multicast", udpFrame(ns6, netip.MustParseAddr("ff01::fb"), 5353, 5353, []byte("m")), DropDestination},
+		{"udp to unspecified", udpFrame(ns4, netip.MustParseAddr("0.0.0.0"), 5000, 5000, []byte("u")), DropDestination},
+		{"udp to loopback", udpFrame(ns4, netip.MustParseAddr("127.0.0.1"), 5000, 5000, []byte("u")), DropDestination},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

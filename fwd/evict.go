@@ -4,6 +4,8 @@ import (
 	"errors"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gopasta/gopasta/internal/limit"
 )
 
 // Datagram flows (UDP, ICMP echo) hold a host socket each and end only by
@@ -53,6 +55,7 @@ func (e *Engine) allocFlow(k *flowKey, proto uint8) int32 {
 	idx := e.ft.alloc(k, proto)
 	if idx < 0 {
 		e.drop(DropTableFull)
+		e.opts.Refusals.Refuse(limitKind(proto), limit.Flows)
 		if !evicted {
 			e.evictDatagram(-1)
 		}
@@ -114,4 +117,24 @@ func (e *Engine) outOfDescriptors(err error, setup int32) {
 // system (ENFILE) out of descriptors: a moment's shortage, not a refusal.
 func descriptorsExhausted(err error) bool {
 	return errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE)
+}
+
+// refused counts a new connection or flow of proto that err refused, when
+// err is a limit (out of descriptors or memory): the episode's log and
+// --stats show it.
+func (e *Engine) refused(proto uint8, err error) {
+	if res, ok := limit.Of(err); ok {
+		e.opts.Refusals.Refuse(limitKind(proto), res)
+	}
+}
+
+// limitKind is proto's kind for package limit.
+func limitKind(proto uint8) limit.Kind {
+	switch proto {
+	case protoTCP:
+		return limit.TCP
+	case protoUDP:
+		return limit.UDP
+	}
+	return limit.ICMP
 }

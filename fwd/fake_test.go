@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gopasta/gopasta/internal/header"
+	"github.com/gopasta/gopasta/internal/nstest"
 )
 
 // fakeLink is an in-memory Link: frames injected by the test are readable
@@ -142,13 +142,13 @@ func (s *fakeSys) bind(int, unix.Sockaddr) error          { return nil }
 func (s *fakeSys) connect(int, unix.Sockaddr) error       { return nil }
 func (s *fakeSys) setsockoptInt(int, int, int, int) error { return nil }
 func (s *fakeSys) bindToDevice(int, string) error         { return nil }
-func (s *fakeSys) sendmmsg(fd int, m []mmsghdr) (int, error) {
+func (s *fakeSys) sendmmsg(fd int, m []unix.Mmsghdr) (int, error) {
 	for _, msg := range m {
 		s.sent += int(msg.Hdr.Iovlen)
 	}
 	return len(m), nil
 }
-func (s *fakeSys) recvmmsg(_ int, m []mmsghdr) (int, error) {
+func (s *fakeSys) recvmmsg(_ int, m []unix.Mmsghdr) (int, error) {
 	n := min(s.replies, len(m))
 	if n == 0 {
 		return 0, unix.EAGAIN
@@ -193,14 +193,7 @@ func ethHdr(typ uint16) []byte {
 
 // udpFrame builds a namespace-to-host UDP frame with valid checksums.
 func udpFrame(src, dst netip.Addr, sport, dport uint16, payload []byte) []byte {
-	v6 := src.Is6()
-	l4len := header.UDPMinimumSize + len(payload)
-	return ipFrame(v6, header.ProtocolUDP, src, dst, l4len, func(l4 []byte, ps uint16) {
-		u := header.UDP(l4)
-		u.Encode(sport, dport, uint16(l4len))
-		copy(u[header.UDPMinimumSize:], payload)
-		u.SetChecksum(u.CalculateChecksum(ps))
-	})
+	return nstest.UDPFrame(ourMAC, nsMAC, netip.AddrPortFrom(src, sport), netip.AddrPortFrom(dst, dport), payload)
 }
 
 // echoFrame builds an ICMP or ICMPv6 echo request.
@@ -211,7 +204,7 @@ func echoFrame(src, dst netip.Addr, id, seq uint16, payload []byte) []byte {
 	if v6 {
 		proto = header.ProtocolICMPv6
 	}
-	return ipFrame(v6, proto, src, dst, l4len, func(l4 []byte, ps uint16) {
+	return ipFrame(proto, src, dst, l4len, func(l4 []byte, ps uint16) {
 		copy(l4[8:], payload)
 		if v6 {
 			ic := header.ICMPv6(l4)
@@ -229,19 +222,9 @@ func echoFrame(src, dst netip.Addr, id, seq uint16, payload []byte) []byte {
 	})
 }
 
-func ipFrame(v6 bool, proto uint8, src, dst netip.Addr, l4len int, fill func(l4 []byte, pseudo uint16)) []byte {
-	if v6 {
-		b := append(ethHdr(header.EtherTypeIPv6), make([]byte, header.IPv6MinimumSize+l4len)...)
-		ip := header.IPv6(b[14:])
-		ip.Encode(&header.IPv6Fields{PayloadLength: uint16(l4len), NextHeader: proto, HopLimit: 64, Src: src, Dst: dst})
-		fill(b[14+40:], header.PseudoHeaderChecksum(proto, ip.SrcSlice(), ip.DstSlice(), uint32(l4len)))
-		return b
-	}
-	b := append(ethHdr(header.EtherTypeIPv4), make([]byte, header.IPv4MinimumSize+l4len)...)
-	ip := header.IPv4(b[14:])
-	ip.Encode(&header.IPv4Fields{TotalLength: uint16(20 + l4len), TTL: 64, Protocol: proto, Src: src, Dst: dst})
-	fill(b[14+20:], header.PseudoHeaderChecksum(proto, ip.SrcSlice(), ip.DstSlice(), uint32(l4len)))
-	return b
+// ipFrame builds a namespace-to-host IP frame (nstest.IPFrame).
+func ipFrame(proto uint8, src, dst netip.Addr, l4len int, fill func(l4 []byte, pseudo uint16)) []byte {
+	return nstest.IPFrame(ourMAC, nsMAC, proto, src, dst, l4len, fill)
 }
 
 // parsed is what tests check of a frame from the engine.
@@ -310,47 +293,16 @@ func parseOut(t *testing.T, b []byte) parsed {
 // thread; run starts the engine there (after all do calls).
 type hostNS struct {
 	t     *testing.T
-	fns   chan func()
+	th    *nstest.NetnsThread
 	isNew bool
 }
 
 func newHostNS(t *testing.T) *hostNS {
-	h := &hostNS{t: t, fns: make(chan func())}
-	ready := make(chan bool)
-	go func() {
-		runtime.LockOSThread()
-		// The thread is never unlocked: it dies with the goroutine,
-		// taking its namespace along.
-		ok := unix.Unshare(unix.CLONE_NEWNET) == nil
-		if ok {
-			loUp()
-		}
-		ready <- ok
-		for f := range h.fns {
-			f()
-		}
-	}()
-	h.isNew = <-ready
-	t.Cleanup(func() { close(h.fns) })
-	return h
+	th := nstest.NewNetnsThread(t)
+	return &hostNS{t: t, th: th, isNew: th.Fresh() == nil}
 }
 
-func loUp() {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return
-	}
-	defer unix.Close(fd)
-	ifr, _ := unix.NewIfreq("lo")
-	ifr.SetUint16(unix.IFF_UP | unix.IFF_LOOPBACK | unix.IFF_RUNNING)
-	unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
-}
-
-func (h *hostNS) do(f func()) {
-	done := make(chan struct{})
-	h.fns <- func() { f(); close(done) }
-	<-done
-}
+func (h *hostNS) do(f func()) { h.th.Do(f) }
 
 // udpEcho starts a UDP echo server on addr (in the namespace) and returns
 // its port and a channel of the source addresses it saw.
@@ -427,7 +379,7 @@ func listenUDPHere(addr string) (*net.UDPConn, error) {
 func (h *hostNS) start(e *Engine) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	h.fns <- func() { done <- e.Run(ctx) }
+	go h.do(func() { done <- e.Run(ctx) })
 	h.t.Cleanup(func() {
 		cancel()
 		select {

@@ -1,5 +1,8 @@
 package fwd
 
+// The flow table: fixed capacity, keyed by the namespace side's addresses
+// and ports, an open-addressing index with backward-shift deletion.
+
 import (
 	"encoding/binary"
 	"hash/maphash"
@@ -58,14 +61,18 @@ type Flow struct {
 	// activePos is the flow's index in flowTable.active.
 	activePos int32
 
-	// Namespace side: the namespace's address and port, and the address
-	// and port it sent to (which replies come from).
-	NSAddr, DstAddr netip.Addr
+	// Namespace side: the namespace's port, and the port it sent to
+	// (which replies come from); the addresses are the key's (NSAddr,
+	// DstAddr).
 	NSPort, DstPort uint16
 	// Host side: the socket, and the address it is connected to after
-	// NAT (e.g. 127.0.0.1 for the gateway).
+	// NAT (e.g. 127.0.0.1 for the gateway), as HostAddr returns it.
 	Fd       int
-	HostAddr netip.Addr
+	host     [16]byte
+	hostKind uint8 // 0: none, 4 or 6
+	// ttl is the TTL or hop limit a UDP flow's socket sends with, the
+	// namespace's last (0: the socket's default, not set yet).
+	ttl uint8
 
 	// Deadline (engine nanoseconds) at which the translator's timer
 	// hook runs; 0 = none.
@@ -80,39 +87,85 @@ type Flow struct {
 	batch uint32
 }
 
+// A Flow holds no pointer (its addresses are bytes, not netip.Addr, whose
+// zone is one), so a table of them is memory the garbage collector never
+// scans: unused capacity is never read, and stays out of the process's
+// resident memory (TestFlowTableHoldsNoPointers).
+
+// NSAddr is the namespace's address of the flow.
+func (f *Flow) NSAddr() netip.Addr { return keyAddr(&f.key.ns, f.v6) }
+
+// DstAddr is the address the namespace sent to, which replies come from.
+func (f *Flow) DstAddr() netip.Addr { return keyAddr(&f.key.dst, f.v6) }
+
+func keyAddr(a *[16]byte, v6 bool) netip.Addr {
+	if v6 {
+		return netip.AddrFrom16(*a)
+	}
+	return netip.AddrFrom4([4]byte(a[12:]))
+}
+
+// HostAddr is the address the flow's host socket is connected to (after
+// NAT); invalid until setHostAddr.
+func (f *Flow) HostAddr() netip.Addr {
+	switch f.hostKind {
+	case 4:
+		return netip.AddrFrom4([4]byte(f.host[12:]))
+	case 6:
+		return netip.AddrFrom16(f.host)
+	}
+	return netip.Addr{}
+}
+
+// setHostAddr sets HostAddr (a zone, which host addresses of flows never
+// have, is not kept).
+func (f *Flow) setHostAddr(a netip.Addr) {
+	switch {
+	case a.Is4():
+		f.host, f.hostKind = a.As16(), 4
+	case a.Is6():
+		f.host, f.hostKind = a.As16(), 6
+	default:
+		f.host, f.hostKind = [16]byte{}, 0
+	}
+}
+
 // flowTable is a fixed-capacity table: the flows are allocated once, free
 // slots are kept on a stack, and the index is an open-addressing hash with
 // linear probing and backward-shift deletion (no tombstones, so churn never
 // degrades lookups or allocates; a Go map would grow under insert/delete
 // churn). The index is twice the capacity, keeping probe sequences short.
 // The hash is keyed with a random seed so a namespace cannot aim collisions.
+//
+// Nothing is written at creation: slots never used come from fresh, the
+// index holds a flow's index plus one (0: empty), so a table's memory is
+// made resident by the flows it holds, not by its capacity (a full
+// table is about 300 bytes a flow with the TCP translator's state).
 type flowTable struct {
 	flows  []Flow
-	free   []int32
+	free   []int32 // released slots, reused first
+	fresh  int32   // slots from here on were never used
 	active []int32
-	index  []int32
+	index  []int32 // a flow's index + 1; 0: empty
 	mask   uint32
 	seed   maphash.Seed
 }
 
 func newFlowTable(capacity int) *flowTable {
 	n := uint32(1) << bits.Len32(uint32(2*capacity-1))
-	t := &flowTable{
+	return &flowTable{
 		flows:  make([]Flow, capacity),
-		free:   make([]int32, capacity),
+		free:   make([]int32, 0, capacity),
 		active: make([]int32, 0, capacity),
 		index:  make([]int32, n),
 		mask:   n - 1,
 		seed:   maphash.MakeSeed(),
 	}
-	for i := range t.free {
-		t.free[i] = int32(capacity - 1 - i)
-		t.flows[i].Fd = -1
-	}
-	for i := range t.index {
-		t.index[i] = -1
-	}
-	return t
+}
+
+// available is how many more flows fit.
+func (t *flowTable) available() int {
+	return len(t.free) + len(t.flows) - int(t.fresh)
 }
 
 func (t *flowTable) hashKey(k *flowKey) uint32 {
@@ -125,7 +178,7 @@ func (t *flowTable) hashKey(k *flowKey) uint32 {
 func (t *flowTable) lookup(k *flowKey) int32 {
 	h := t.hashKey(k)
 	for i := h & t.mask; ; i = (i + 1) & t.mask {
-		j := t.index[i]
+		j := t.index[i] - 1
 		if j < 0 {
 			return -1
 		}
@@ -138,21 +191,27 @@ func (t *flowTable) lookup(k *flowKey) int32 {
 // alloc takes a free slot for key k and indexes it; -1 when full. The
 // caller fills in the rest of the flow.
 func (t *flowTable) alloc(k *flowKey, proto uint8) int32 {
-	if len(t.free) == 0 {
+	var idx int32
+	switch {
+	case len(t.free) > 0:
+		idx = t.free[len(t.free)-1]
+		t.free = t.free[:len(t.free)-1]
+	case int(t.fresh) < len(t.flows):
+		idx = t.fresh
+		t.fresh++
+	default:
 		return -1
 	}
-	idx := t.free[len(t.free)-1]
-	t.free = t.free[:len(t.free)-1]
 	f := &t.flows[idx]
 	gen := f.gen + 1
 	*f = Flow{key: *k, hash: t.hashKey(k), state: flowActive, proto: proto, gen: gen, Fd: -1}
 	f.activePos = int32(len(t.active))
 	t.active = append(t.active, idx)
 	i := f.hash & t.mask
-	for t.index[i] >= 0 {
+	for t.index[i] != 0 {
 		i = (i + 1) & t.mask
 	}
-	t.index[i] = idx
+	t.index[i] = idx + 1
 	return idx
 }
 
@@ -161,14 +220,14 @@ func (t *flowTable) alloc(k *flowKey, proto uint8) int32 {
 func (t *flowTable) unhash(idx int32) {
 	f := &t.flows[idx]
 	i := f.hash & t.mask
-	for t.index[i] != idx {
+	for t.index[i] != idx+1 {
 		i = (i + 1) & t.mask
 	}
 	// Backward-shift deletion: pull later members of the probe run
 	// into the hole unless their home slot lies cyclically in (hole, j].
 	hole := i
-	for j := (i + 1) & t.mask; t.index[j] >= 0; j = (j + 1) & t.mask {
-		home := t.flows[t.index[j]].hash & t.mask
+	for j := (i + 1) & t.mask; t.index[j] != 0; j = (j + 1) & t.mask {
+		home := t.flows[t.index[j]-1].hash & t.mask
 		var stays bool
 		if hole <= j {
 			stays = hole < home && home <= j
@@ -180,7 +239,7 @@ func (t *flowTable) unhash(idx int32) {
 			hole = j
 		}
 	}
-	t.index[hole] = -1
+	t.index[hole] = 0
 	f.state = flowClosing
 }
 

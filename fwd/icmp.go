@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gopasta/gopasta/internal/header"
+	"github.com/gopasta/gopasta/internal/sock"
 )
 
 // Echo flows last 60 s after the last request, as pasta.
@@ -21,8 +22,7 @@ const icmpTimeout = 60 * int64(1e9)
 // Ping sockets need the user's group in net.ipv4.ping_group_range; when
 // they are refused, the engine warns once and drops echo requests.
 type icmpTr struct {
-	msgs []mmsghdr
-	iov  []unix.Iovec
+	msgs *sock.RecvBatch
 	junk []byte
 	oob  []byte
 }
@@ -32,8 +32,7 @@ func newICMP(e *Engine) *icmpTr {
 	// requests out (frames), a recvmmsg's worth of replies in.
 	n := max(rxBatch, udpBatch)
 	return &icmpTr{
-		msgs: make([]mmsghdr, n),
-		iov:  make([]unix.Iovec, n),
+		msgs: sock.NewRecvBatch(n, false),
 		junk: make([]byte, 1280),
 		oob:  make([]byte, 512),
 	}
@@ -41,37 +40,27 @@ func newICMP(e *Engine) *icmpTr {
 
 func (c *icmpTr) open(e *Engine, p *packet) int32 {
 	hostDst := e.nat.FromTap(p.dst, 0, false)
-	if hostDst.Is6() && hostDst.IsLinkLocalUnicast() {
-		e.drop(DropDestination)
-		return -1
-	}
-	idx := e.newFlow(p, protoICMP)
-	if idx < 0 {
-		return -1
-	}
-	f := e.flow(idx)
-	f.HostAddr = hostDst
 	proto := unix.IPPROTO_ICMP
 	if p.v6 {
 		proto = unix.IPPROTO_ICMPV6
 	}
-	fd, err := e.hostSocket(idx, unix.SOCK_DGRAM, proto, p.sport)
-	if err != nil {
-		e.drop(DropHostSocket)
-		if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
+	idx, err := e.openFlow(p, protoICMP, hostDst, hostSock{typ: unix.SOCK_DGRAM, proto: proto, port: p.sport})
+	if idx < 0 {
+		e.refused(protoICMP, err)
+		switch {
+		case err == nil:
+		case errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM):
 			if !e.warned.ping {
 				e.warned.ping = true
 				e.log.Warn("ping sockets not permitted: echo requests from the namespace are dropped; "+
 					"allow this user's group in /proc/sys/net/ipv4/ping_group_range", "err", err)
 			}
-		} else if e.debug {
+		case e.debug:
 			e.log.Debug("icmp: no host socket", "dst", hostDst, "err", err)
 		}
-		e.closeFlow(idx)
 		return -1
 	}
-	f.Fd = fd
-	f.Deadline = e.now + icmpTimeout
+	e.flow(idx).Deadline = e.now + icmpTimeout
 	return idx
 }
 
@@ -92,13 +81,11 @@ func (c *icmpTr) frames(e *Engine, idx int32, pkts []*packet) {
 			e.drop(DropBadChecksum)
 			continue
 		}
-		c.iov[n].Base = &msg[0]
-		c.iov[n].SetLen(len(msg))
-		c.msgs[n].Hdr = unix.Msghdr{Iov: &c.iov[n], Iovlen: 1}
+		c.msgs.Set(n, msg)
 		n++
 	}
 	if n > 0 {
-		m, err := e.sys.sendmmsg(f.Fd, c.msgs[:n])
+		m, err := e.sys.sendmmsg(f.Fd, c.msgs.Msgs[:n])
 		if err != nil {
 			m = 0
 		}
@@ -127,11 +114,9 @@ func (c *icmpTr) sockEvent(e *Engine, idx int32, events uint32) {
 	off := l4Offset(f.v6)
 	bs := e.txBufs(udpBatch)
 	for i, b := range bs {
-		c.iov[i].Base = &b[off]
-		c.iov[i].SetLen(e.frameMax - off)
-		c.msgs[i].Hdr = unix.Msghdr{Iov: &c.iov[i], Iovlen: 1}
+		c.msgs.Set(i, b[off:])
 	}
-	n, err := e.sys.recvmmsg(f.Fd, c.msgs[:len(bs)])
+	n, err := e.sys.recvmmsg(f.Fd, c.msgs.Msgs[:len(bs)])
 	if err != nil {
 		return
 	}
@@ -141,8 +126,8 @@ func (c *icmpTr) sockEvent(e *Engine, idx int32, events uint32) {
 	}
 	w := 0
 	for i := range n {
-		ln := int(c.msgs[i].Len)
-		if c.msgs[i].Hdr.Flags&unix.MSG_TRUNC != 0 {
+		ln := int(c.msgs.Msgs[i].Len)
+		if c.msgs.Msgs[i].Hdr.Flags&unix.MSG_TRUNC != 0 {
 			e.drop(DropTooBig)
 			continue
 		}
@@ -151,7 +136,7 @@ func (c *icmpTr) sockEvent(e *Engine, idx int32, events uint32) {
 		if ln < header.ICMPv4MinimumSize || msg[0] != reply {
 			continue
 		}
-		e.writeHeaders(b, f.v6, proto, f.DstAddr, f.NSAddr, ln)
+		e.writeHeaders(b, f.v6, proto, f.DstAddr(), f.NSAddr(), ln)
 		if f.v6 {
 			ic := header.ICMPv6(msg)
 			ic.SetIdent(f.NSPort)
@@ -222,8 +207,8 @@ const (
 // from the (mapped) offender when a router on the way sent it.
 func (e *Engine) icmpErrorToNS(f *Flow, ee unix.SockExtendedErr, offender netip.Addr, proto uint8, l4hdr, payload []byte) {
 	v6 := f.v6
-	from := f.DstAddr
-	if offender.IsValid() && offender != f.HostAddr {
+	from := f.DstAddr()
+	if offender.IsValid() && offender != f.HostAddr() {
 		if a, ok := e.nat.FromHost(offender); ok && a.Is6() == v6 {
 			from = a
 		}
@@ -239,17 +224,23 @@ func (e *Engine) icmpErrorToNS(f *Flow, ee unix.SockExtendedErr, offender netip.
 	}
 	l4len := header.ICMPv4MinimumSize + iph + len(l4hdr) + len(payload)
 	b := e.txBuf()
-	o := e.writeHeaders(b, v6, icmpProto, from, f.NSAddr, l4len)
+	o := e.writeHeaders(b, v6, icmpProto, from, f.NSAddr(), l4len)
 	q := o + header.ICMPv4MinimumSize
+	// The quoted header's TTL is what the datagram left with, if the
+	// flow set one (udpSetTTL).
+	ttl := f.ttl
+	if ttl == 0 {
+		ttl = 64
+	}
 	if v6 {
 		header.IPv6(b[q:]).Encode(&header.IPv6Fields{
-			PayloadLength: uint16(fullL4), NextHeader: proto, HopLimit: 64,
-			Src: f.NSAddr, Dst: f.DstAddr,
+			PayloadLength: uint16(fullL4), NextHeader: proto, HopLimit: ttl,
+			Src: f.NSAddr(), Dst: f.DstAddr(),
 		})
 	} else {
 		header.IPv4(b[q:]).Encode(&header.IPv4Fields{
-			TotalLength: uint16(iph + fullL4), TTL: 64, Protocol: proto,
-			Flags: header.IPv4FlagDontFragment, Src: f.NSAddr, Dst: f.DstAddr,
+			TotalLength: uint16(iph + fullL4), TTL: ttl, Protocol: proto,
+			Flags: header.IPv4FlagDontFragment, Src: f.NSAddr(), Dst: f.DstAddr(),
 		})
 	}
 	copy(b[q+iph:], l4hdr)

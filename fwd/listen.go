@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -75,7 +76,8 @@ type SpliceConn struct {
 	// Data holds the UDP datagrams that arrived on the listener before
 	// the flow had its own socket; send them first.
 	Data [][]byte
-	// Local (UDP) is the listener address the peer sent to: with Peer,
+	// Local is the address the peer connected or sent to (a loopback
+	// address, which spliced connections may keep); for UDP, with Peer,
 	// the flow's name.
 	Local netip.AddrPort
 	// Late (UDP): Data are datagrams of a peer handed over a moment ago
@@ -86,7 +88,7 @@ type SpliceConn struct {
 	Late bool
 }
 
-// SpliceHook takes a loopback connection. It runs on the engine's thread
+// SpliceHook takes a loopback connection. It runs on the engine's loop
 // and must not block: queue the work and return true, or return false to
 // have the engine reset the connection.
 type SpliceHook func(c *SpliceConn) bool
@@ -99,7 +101,13 @@ type listener struct {
 	gen        uint32
 	active     bool
 	acceptedIn uint64 // the engine cycle of the last accept (sock.AcceptBudget)
-	udpLast    uint32 // UDP: the largest datagram of the last batch (udpBurst)
+	// A TCP listener whose accept failed for want of memory (or of
+	// descriptors, with the spare taken) is out of epoll until retryAt
+	// (engine nanoseconds), for backoff (sock.Spare.AcceptFailed).
+	off     bool
+	retryAt int64
+	backoff time.Duration
+	udpLast uint32 // UDP: the largest datagram of the last batch (udpBurst)
 	// UDP: loopback peers handed to the splice hook, until when their
 	// datagrams on the listener are late ones (udplisten.go).
 	handed    map[handedKey]int64
@@ -118,12 +126,8 @@ type listenTable struct {
 	acc  sock.Acceptor
 
 	// UDP listener batch scratch.
-	msgs  []mmsghdr
-	iov   []unix.Iovec
-	names []unix.RawSockaddrAny
-	ctl   [][64]byte // IP_PKTINFO / IPV6_PKTINFO
-	peers []netip.AddrPort
-	hand  []SpliceConn
+	recv *sock.RecvBatch // with each datagram's addresses
+	hand []SpliceConn
 }
 
 // ListenerID names a listener for RemoveListener: its slot and, so that a
@@ -167,12 +171,8 @@ func (e *Engine) AddListener(l Listener) (ListenerID, error) {
 		unix.Close(l.Fd)
 		return 0, errors.New("fwd: engine closed")
 	}
-	if t.msgs == nil {
-		t.msgs = make([]mmsghdr, udpBatch)
-		t.iov = make([]unix.Iovec, udpBatch)
-		t.names = make([]unix.RawSockaddrAny, udpBatch)
-		t.ctl = make([][64]byte, udpBatch)
-		t.peers = make([]netip.AddrPort, udpBatch)
+	if t.recv == nil {
+		t.recv = sock.NewRecvBatch(udpBatch, true)
 		t.hand = make([]SpliceConn, 0, udpBatch)
 	}
 	slot, old := t.ls.Take()
@@ -253,7 +253,7 @@ func (e *Engine) listenEvent(tag int32, gen uint32) {
 	if l.UDP {
 		e.udpListenerRead(l)
 	} else {
-		e.acceptTCP(l)
+		e.acceptTCP(l, slot)
 	}
 }
 
@@ -289,20 +289,27 @@ func (t *listenTable) canSplice(l *listener, src netip.Addr) bool {
 	return l.Splice && t.hook != nil && src.IsLoopback()
 }
 
-func (e *Engine) acceptTCP(l *listener) {
+func (e *Engine) acceptTCP(l *listener, slot int32) {
 	t := &e.lst
 	batch := sock.AcceptBudget(l.acceptedIn, e.cycles)
 	l.acceptedIn = e.cycles
 	for range batch {
 		fd, peer, err := t.acc.Accept(l.Fd)
 		if err != nil {
-			if err != unix.EAGAIN && err != unix.ECONNABORTED && e.debug {
-				e.log.Debug("accept failed", "err", err)
+			switch e.reserve.AcceptFailed(err, l.Fd, &t.acc, &l.backoff, e.opts.Refusals) {
+			case sock.AcceptAgain:
+				continue
+			case sock.AcceptPause:
+				e.pauseListener(l, slot, err)
 			}
 			return
 		}
 		if t.canSplice(l, peer.Addr()) {
-			c := SpliceConn{Fd: fd, V6: l.V6, Peer: peer, ToAddr: l.SpliceTo, ToPort: l.ToPort}
+			c := SpliceConn{Fd: fd, V6: l.V6, Peer: peer, ToAddr: l.SpliceTo, ToPort: l.ToPort, Local: l.Local}
+			if a := l.Local.Addr(); !a.IsValid() || a.IsUnspecified() {
+				// Which loopback address the peer connected to.
+				c.Local, _ = t.acc.Local(fd)
+			}
 			if !t.hook(&c) {
 				e.sys.abort(fd)
 				e.sys.close(fd)
@@ -332,6 +339,51 @@ func (e *Engine) acceptTCP(l *listener) {
 		}
 		if err := e.tcpFromHost(fd, nsPeer, nsSide); err != nil && e.debug {
 			e.log.Debug("forwarded connection refused", "peer", peer, "err", err)
+		}
+	}
+}
+
+// pauseListener takes TCP listener l (in slot) out of epoll for its
+// backoff (sock.Spare.AcceptFailed), after its accept failed with err.
+// The lock of e.lst is held.
+func (e *Engine) pauseListener(l *listener, slot int32, err error) {
+	ev := unix.EpollEvent{Fd: tagListenBase - slot, Pad: int32(l.gen)}
+	if unix.EpollCtl(e.epfd, unix.EPOLL_CTL_MOD, l.Fd, &ev) != nil {
+		return
+	}
+	l.off = true
+	l.retryAt = e.now + int64(l.backoff)
+	if e.debug {
+		e.log.Debug("accept failed, retrying", "fd", l.Fd, "err", err, "in", l.backoff)
+	}
+	if e.listenRetryAt == 0 || l.retryAt < e.listenRetryAt {
+		e.listenRetryAt = l.retryAt
+		e.wakeAt(l.retryAt)
+	}
+}
+
+// retryListeners puts paused listeners whose backoff has passed back into
+// epoll (the timer's run at e.listenRetryAt), and notes when the next one
+// is due.
+func (e *Engine) retryListeners() {
+	t := &e.lst
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e.listenRetryAt = 0
+	for i := range t.ls.Items {
+		l := &t.ls.Items[i]
+		if !l.active || !l.off {
+			continue
+		}
+		if l.retryAt > e.now {
+			if e.listenRetryAt == 0 || l.retryAt < e.listenRetryAt {
+				e.listenRetryAt = l.retryAt
+			}
+			continue
+		}
+		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: tagListenBase - int32(i), Pad: int32(l.gen)}
+		if unix.EpollCtl(e.epfd, unix.EPOLL_CTL_MOD, l.Fd, &ev) == nil {
+			l.off = false
 		}
 	}
 }

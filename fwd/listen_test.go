@@ -3,6 +3,7 @@ package fwd
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"testing"
@@ -11,6 +12,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gopasta/gopasta/internal/header"
+	"github.com/gopasta/gopasta/internal/limit"
+	"github.com/gopasta/gopasta/internal/nstest"
+	"github.com/gopasta/gopasta/internal/sock"
 )
 
 // Listener tests: real host sockets in the test's namespace, the namespace
@@ -44,7 +48,7 @@ func listenFd(t *testing.T, udp bool) (int, uint16) {
 // tcpSegment builds a segment from the namespace.
 func tcpSegment(src, dst netip.AddrPort, seq, ack uint32, flags uint8, payload []byte) []byte {
 	l4len := header.TCPMinimumSize + len(payload)
-	return ipFrame(src.Addr().Is6(), header.ProtocolTCP, src.Addr(), dst.Addr(), l4len, func(l4 []byte, ps uint16) {
+	return ipFrame(header.ProtocolTCP, src.Addr(), dst.Addr(), l4len, func(l4 []byte, ps uint16) {
 		th := header.TCP(l4)
 		th.Encode(&header.TCPFields{SrcPort: src.Port(), DstPort: dst.Port(), Seq: seq, Ack: ack,
 			DataOffset: header.TCPMinimumSize, Flags: flags, Window: 65535})
@@ -281,6 +285,58 @@ func TestListenerSpliceHook(t *testing.T) {
 	}
 }
 
+// TestListenerSpliceHookLocal: a splicing listener bound to any address
+// tells the hook which loopback address each peer connected to, so that
+// the connection can keep it on the other side; one bound to an address
+// tells that address.
+func TestListenerSpliceHookLocal(t *testing.T) {
+	e, _ := newTestEngine(t, Options{})
+	got := make(chan SpliceConn, 4)
+	e.SetSpliceHook(func(c *SpliceConn) bool { got <- *c; return true })
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrInet4{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Listen(fd, 16); err != nil {
+		t.Fatal(err)
+	}
+	sa, _ := unix.Getsockname(fd)
+	port := uint16(sa.(*unix.SockaddrInet4).Port)
+	if _, err := e.AddListener(Listener{Fd: fd, Local: netip.AddrPortFrom(netip.IPv4Unspecified(), port),
+		ToAddr: netip.MustParseAddr("10.0.2.100"), ToPort: 80, Splice: true}); err != nil {
+		t.Fatalf("AddListener: %v", err)
+	}
+	lfd, lport := listenFd(t, false)
+	if _, err := e.AddListener(Listener{Fd: lfd, Local: netip.AddrPortFrom(loop4, lport),
+		ToAddr: netip.MustParseAddr("10.0.2.100"), ToPort: 81, Splice: true}); err != nil {
+		t.Fatalf("AddListener: %v", err)
+	}
+	runEngine(t, e)
+	for _, to := range []netip.AddrPort{
+		netip.AddrPortFrom(netip.MustParseAddr("127.0.0.6"), port),
+		netip.AddrPortFrom(loop4, port),
+		netip.AddrPortFrom(loop4, lport),
+	} {
+		c, err := net.DialTimeout("tcp4", to.String(), 2*time.Second)
+		if err != nil {
+			t.Fatalf("dial %v: %v", to, err)
+		}
+		select {
+		case sc := <-got:
+			if sc.Local != to {
+				t.Errorf("connection to %v: got Local %v, want %v", to, sc.Local, to)
+			}
+			unix.Close(sc.Fd)
+		case <-time.After(2 * time.Second):
+			t.Fatalf("connection to %v: got no splice hand-over within 2s", to)
+		}
+		c.Close()
+	}
+}
+
 // TestTCPFromHostFirstConnection: the engine's first TCP connection comes
 // from the host (a forwarded port), so nothing probed SO_PEEK_OFF before
 // tcpFromHost: host data must still reach the namespace.
@@ -341,5 +397,70 @@ func TestListenerTargetFamily(t *testing.T) {
 		if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil {
 			t.Errorf("AddListener(%v, %v) left the socket open", l.ToAddr, l.SpliceTo)
 		}
+	}
+}
+
+// TestListenerOutOfDescriptors: a connection queued on a forwarded port
+// while the process has no descriptor left is reset with the engine's
+// spare descriptor and counted as refused; without a spare, the listener
+// pauses and takes the connection once descriptors are back, instead of
+// spinning on the level-triggered listener. Either way the next
+// connection reaches the namespace.
+func TestListenerOutOfDescriptors(t *testing.T) {
+	for _, spare := range []bool{true, false} {
+		t.Run(map[bool]string{true: "spare", false: "no spare"}[spare], func(t *testing.T) {
+			refusals := &limit.Refusals{}
+			e, link := newTestEngine(t, Options{Refusals: refusals})
+			if !spare {
+				e.reserve.Close()
+				e.reserve = sock.NewSpare(-1) // a spare it can never hold
+			}
+			fd, port := listenFd(t, false)
+			if _, err := e.AddListener(Listener{Fd: fd, ToAddr: netip.MustParseAddr("10.0.2.100"), ToPort: 80, Local: netip.AddrPortFrom(loop4, port)}); err != nil {
+				t.Fatalf("AddListener: %v", err)
+			}
+			cfd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer unix.Close(cfd)
+			runEngine(t, e)
+			var rerr error
+			nstest.RunOutOfDescriptors(t, func() {
+				err = unix.Connect(cfd, &unix.SockaddrInet4{Port: int(port), Addr: [4]byte{127, 0, 0, 1}})
+				if err == nil && spare {
+					tv := unix.NsecToTimeval(int64(2 * time.Second))
+					unix.SetsockoptTimeval(cfd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+					_, rerr = unix.Read(cfd, make([]byte, 1))
+				} else if err == nil {
+					time.Sleep(50 * time.Millisecond) // the listener fails and pauses
+				}
+			})
+			if err != nil {
+				t.Fatalf("connect: %v", err)
+			}
+			if spare {
+				if rerr != unix.ECONNRESET {
+					t.Errorf("the queued connection: got read error %v, want ECONNRESET", rerr)
+				}
+				// The loop counts the refusal after the reset, which the client
+				// may have read first.
+				err := nstest.WaitFor(2*time.Second, func() error {
+					if n := refusals.Totals()[limit.TCP]; n != 1 {
+						return fmt.Errorf("refused TCP connections: got %d, want 1", n)
+					}
+					return nil
+				})
+				if err != nil {
+					t.Error(err)
+				}
+				dialLoopback(t, port)
+			}
+			// spare: the next connection; no spare: the queued one.
+			syn := link.next(t, 2*time.Second, isTCP)
+			if _, th := tcpOf(t, syn); th.Flags() != header.TCPFlagSYN || th.DstPort() != 80 {
+				t.Errorf("got a segment with flags %#x to port %d, want a SYN to port 80", th.Flags(), th.DstPort())
+			}
+		})
 	}
 }

@@ -1,5 +1,9 @@
 package fwd
 
+// The event loop (Run): epoll over the link, the flows' sockets, the timer
+// and the wake-up eventfd; the flows' timers; and the system calls the
+// translators make (sysOps).
+
 import (
 	"context"
 	"errors"
@@ -7,6 +11,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gopasta/gopasta/internal/faults"
+	"github.com/gopasta/gopasta/internal/sock"
 )
 
 // Epoll tags: Fd carries a flow index (>= 0) or one of these, Pad the
@@ -15,6 +22,7 @@ const (
 	tagLink  = -1
 	tagTimer = -2
 	tagWake  = -3
+	tagNeigh = -4 // the host's neighbour table (Options.Neighbours)
 )
 
 func (e *Engine) initPoll() error {
@@ -28,9 +36,13 @@ func (e *Engine) initPoll() error {
 	if e.wakefd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
 		return fmt.Errorf("fwd: eventfd: %w", err)
 	}
-	for _, w := range []struct {
+	watch := []struct {
 		fd, tag int
-	}{{e.link.Fd(), tagLink}, {e.timerfd, tagTimer}, {e.wakefd, tagWake}} {
+	}{{e.link.Fd(), tagLink}, {e.timerfd, tagTimer}, {e.wakefd, tagWake}}
+	if e.opts.Neighbours != nil {
+		watch = append(watch, struct{ fd, tag int }{e.opts.Neighbours.Fd(), tagNeigh})
+	}
+	for _, w := range watch {
 		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(w.tag)}
 		if err := unix.EpollCtl(e.epfd, unix.EPOLL_CTL_ADD, w.fd, &ev); err != nil {
 			return fmt.Errorf("fwd: epoll_ctl add fd %d: %w", w.fd, err)
@@ -74,9 +86,15 @@ func (e *Engine) Run(ctx context.Context) error {
 	defer e.pin.release()
 	for {
 		timeout := -1
-		if linkMore {
+		switch {
+		case linkMore:
 			timeout = 0
-		} else {
+		case e.timerLost:
+			// The timer could not be armed (armTimer): sleep no
+			// longer than it would have, and run it below.
+			timeout = int(max(e.timerAt-e.now, 0)/int64(time.Millisecond)) + 1
+			e.pin.release()
+		default:
 			e.pin.release() // about to sleep: any thread may wake it
 		}
 		n, err := unix.EpollWait(e.epfd, e.events, timeout)
@@ -88,6 +106,9 @@ func (e *Engine) Run(ctx context.Context) error {
 		}
 		e.updateClock()
 		e.cycles++
+		if e.timerLost && e.now >= e.timerAt {
+			e.timerfdFired()
+		}
 		readLink := linkMore
 		for i := range e.events[:n] {
 			ev := &e.events[i]
@@ -101,6 +122,8 @@ func (e *Engine) Run(ctx context.Context) error {
 			case tagWake:
 				e.flush()
 				return nil
+			case tagNeigh:
+				e.readNeighbours()
 			default:
 				e.sockEvent(ev.Fd, uint32(ev.Pad), ev.Events)
 			}
@@ -124,18 +147,16 @@ func (e *Engine) Run(ctx context.Context) error {
 // backlogged, and lets it go before the loop sleeps.
 //
 // The loop is not locked to a thread (package yield says why: an idle
-// loop that wakes on a locked thread costs a hand-off of its P, measured
-// on request/response exchanges). Under a backlog the same freedom costs
-// more: the loop's sendmmsg calls (one can carry 4 MB of datagrams to
-// copy) are system calls long enough for the runtime to take the loop's
-// P away and start another thread, and each yield puts the goroutine on
-// the global run queue, where a thread spinning on the other P can take
-// it. Measured during bulk UDP namespace to host at 65000 bytes on 2
-// CPUs: the loop ran on three threads (50%, 25% and 24% of its samples),
-// one of them beside the namespace's sender on the other CPU. Held to
-// one thread, it shares a CPU with the host's receiver, which preempts it
-// to take each datagram as it comes (about 35,000 times a second), and
-// leaves the sender the other CPU.
+// loop that wakes on a locked thread costs a hand-off of its P). Under a
+// backlog the same freedom costs more: the loop's sendmmsg calls (one can
+// carry megabytes of datagrams to copy) are system calls long enough for
+// the runtime to take the loop's P away and start another thread, and
+// each yield puts the goroutine on the global run queue, where a thread
+// spinning on the other P can take it, so the loop spreads over several
+// threads, one of them beside the namespace's sender. Held to one thread,
+// it shares a CPU with the host's receiver, which takes each datagram as
+// it comes, and leaves the sender the other CPU (docs/performance.md,
+// change 17).
 //
 // A readLink that stops at its budget (the link still has frames) is the
 // backlog signal; a cycle that is about to sleep in epoll_wait lets go.
@@ -215,7 +236,12 @@ func (e *Engine) armTimer(t int64) {
 		d = 1000 // 0 would disarm the timer
 	}
 	spec := unix.ItimerSpec{Value: unix.NsecToTimespec(d)}
-	unix.TimerfdSettime(e.timerfd, 0, &spec, nil)
+	e.timerLost = false
+	if err := faults.At(faults.TimerfdSettime); err != nil {
+		e.timerLost = true
+	} else if unix.TimerfdSettime(e.timerfd, 0, &spec, nil) != nil {
+		e.timerLost = true
+	}
 }
 
 // timerfdFired runs the due timers and arms the timerfd for the earliest
@@ -225,6 +251,12 @@ func (e *Engine) armTimer(t int64) {
 // hook's wakeAt compares against the time that just fired.
 func (e *Engine) timerfdFired() {
 	next := e.runTimers()
+	if e.listenRetryAt != 0 && e.now >= e.listenRetryAt {
+		e.retryListeners()
+	}
+	if e.listenRetryAt != 0 && (next == 0 || e.listenRetryAt < next) {
+		next = e.listenRetryAt
+	}
 	if e.now >= e.nextTick {
 		e.nextTick = e.now + tickInterval
 		e.routerAdvertTick()
@@ -293,8 +325,8 @@ type sysOps interface {
 	connect(fd int, sa unix.Sockaddr) error
 	setsockoptInt(fd, level, opt, val int) error
 	bindToDevice(fd int, ifname string) error
-	sendmmsg(fd int, msgs []mmsghdr) (int, error)
-	recvmmsg(fd int, msgs []mmsghdr) (int, error)
+	sendmmsg(fd int, msgs []unix.Mmsghdr) (int, error)
+	recvmmsg(fd int, msgs []unix.Mmsghdr) (int, error)
 	recvmsg(fd int, p, oob []byte, flags int) (n, oobn, rflags int, err error)
 	close(fd int) error
 	// watch registers fd with epoll for flow idx of generation gen.
@@ -326,19 +358,27 @@ type kernelSys struct {
 }
 
 func (k *kernelSys) socket(d, t, p int) (int, error) {
+	if err := faults.At(faults.Socket); err != nil {
+		return -1, err
+	}
 	return unix.Socket(d, t|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, p)
 }
-func (k *kernelSys) bind(fd int, sa unix.Sockaddr) error    { return unix.Bind(fd, sa) }
-func (k *kernelSys) connect(fd int, sa unix.Sockaddr) error { return unix.Connect(fd, sa) }
-func (k *kernelSys) setsockoptInt(fd, l, o, v int) error    { return unix.SetsockoptInt(fd, l, o, v) }
+func (k *kernelSys) bind(fd int, sa unix.Sockaddr) error { return unix.Bind(fd, sa) }
+func (k *kernelSys) connect(fd int, sa unix.Sockaddr) error {
+	if err := faults.At(faults.Connect); err != nil {
+		return err
+	}
+	return unix.Connect(fd, sa)
+}
+func (k *kernelSys) setsockoptInt(fd, l, o, v int) error { return unix.SetsockoptInt(fd, l, o, v) }
 func (k *kernelSys) bindToDevice(fd int, ifname string) error {
 	return unix.BindToDevice(fd, ifname)
 }
-func (k *kernelSys) sendmmsg(fd int, m []mmsghdr) (int, error) {
-	return sendmmsg(fd, m, unix.MSG_DONTWAIT)
+func (k *kernelSys) sendmmsg(fd int, m []unix.Mmsghdr) (int, error) {
+	return sock.Mmsg(unix.SYS_SENDMMSG, fd, m, unix.MSG_DONTWAIT)
 }
-func (k *kernelSys) recvmmsg(fd int, m []mmsghdr) (int, error) {
-	return recvmmsg(fd, m, unix.MSG_DONTWAIT)
+func (k *kernelSys) recvmmsg(fd int, m []unix.Mmsghdr) (int, error) {
+	return sock.Mmsg(unix.SYS_RECVMMSG, fd, m, unix.MSG_DONTWAIT)
 }
 func (k *kernelSys) recvmsg(fd int, p, oob []byte, flags int) (int, int, int, error) {
 	n, oobn, rf, _, err := unix.Recvmsg(fd, p, oob, flags)
@@ -347,5 +387,8 @@ func (k *kernelSys) recvmsg(fd int, p, oob []byte, flags int) (int, int, int, er
 func (k *kernelSys) close(fd int) error { return unix.Close(fd) }
 func (k *kernelSys) watch(fd int, idx int32, gen uint32, events uint32) error {
 	ev := unix.EpollEvent{Events: events, Fd: idx, Pad: int32(gen)}
+	if err := faults.At(faults.EpollCtl); err != nil {
+		return err
+	}
 	return unix.EpollCtl(k.epfd, unix.EPOLL_CTL_ADD, fd, &ev)
 }

@@ -1,5 +1,8 @@
 package fwd
 
+// pasta's address mapping between the namespace and the host: --map-host-
+// loopback, --no-map-gw, --map-guest-addr and --dns-forward.
+
 import "net/netip"
 
 // NAT holds pasta's address mapping rules (pasta(1): --map-host-loopback,
@@ -13,7 +16,7 @@ type NAT struct {
 	// on the host, the address the namespace copied (and so shadows).
 	MapGuestAddr4, MapGuestAddr6 netip.Addr
 	GuestAddr4, GuestAddr6       netip.Addr
-	// DNSMatch (--dns-forward): DNS (port 53) to it goes to DNSHost
+	// DNSMatch (--dns-forward): DNS (DNSPort) to it goes to DNSHost
 	// (--dns-host, default the first resolver of /etc/resolv.conf).
 	DNSMatch4, DNSMatch6 netip.Addr
 	DNSHost4, DNSHost6   netip.Addr
@@ -26,12 +29,18 @@ var (
 
 func same(a, rule netip.Addr) bool { return rule.IsValid() && a == rule }
 
+// DNSPort reports whether a TCP or UDP destination port is DNS's, as
+// --dns-forward redirects it: 53, and 853 for DNS over TLS (RFC 7858) and
+// over DTLS or QUIC (RFC 8094, RFC 9250), so that a resolver the namespace
+// is told to use answers the encrypted protocols at the same address.
+func DNSPort(port uint16) bool { return port == 53 || port == 853 }
+
 // FromTap maps the destination of a flow the namespace opened to the address
 // the host socket connects to. The rules are tried in pasta's order: DNS
 // forwarding first (it may share the gateway address), then host loopback,
 // then the guest address. Everything else is left alone.
 func (n *NAT) FromTap(dst netip.Addr, dport uint16, dnsProto bool) netip.Addr {
-	if dnsProto && dport == 53 {
+	if dnsProto && DNSPort(dport) {
 		if same(dst, n.DNSMatch4) && n.DNSHost4.IsValid() {
 			return n.DNSHost4
 		}

@@ -1,5 +1,8 @@
 package fwd
 
+// The NDP responder: neighbour advertisements, and router advertisements on
+// solicitation and every 200-600 s.
+
 import (
 	"math/rand/v2"
 	"net/netip"
@@ -28,11 +31,12 @@ var (
 
 // ndpReply answers neighbour and router solicitations from the namespace.
 //
-// Every neighbour solicitation gets an advertisement with our MAC address,
-// except for the namespace's own address and duplicate address detection
-// probes (source ::), so that DAD succeeds. Router solicitations get a
-// router advertisement unless NoRA.
-func ndpReply(p *NetParams, frame, out []byte) int {
+// Every neighbour solicitation gets an advertisement with the MAC address
+// nt has for the target (nt.macFor: a neighbour of the host's LAN, the
+// gateway, or ours; nil: ours), except for the namespace's own address and
+// duplicate address detection probes (source ::), so that DAD succeeds.
+// Router solicitations get a router advertisement unless NoRA.
+func ndpReply(p *NetParams, nt *neighTable, frame, out []byte) int {
 	if p.NoNDP {
 		return 0
 	}
@@ -44,7 +48,7 @@ func ndpReply(p *NetParams, frame, out []byte) int {
 	}
 	switch icmp.Type() {
 	case header.ICMPv6NeighborSolicitation:
-		return neighborAdvert(p, frame, ip, header.NDPNeighbor(icmp), out)
+		return neighborAdvert(p, nt, frame, ip, header.NDPNeighbor(icmp), out)
 	case header.ICMPv6RouterSolicitation:
 		if p.NoRA {
 			return 0
@@ -109,7 +113,7 @@ func ndpOptionsOK(opts []byte) bool {
 	return !it.Malformed
 }
 
-func neighborAdvert(p *NetParams, frame []byte, ip header.IPv6, ns header.NDPNeighbor, out []byte) int {
+func neighborAdvert(p *NetParams, nt *neighTable, frame []byte, ip header.IPv6, ns header.NDPNeighbor, out []byte) int {
 	if !ns.IsValid() || !ndpOptionsOK(ns.Options()) {
 		return 0
 	}
@@ -127,12 +131,13 @@ func neighborAdvert(p *NetParams, frame []byte, ip header.IPv6, ns header.NDPNei
 	copy(dstMAC[:], header.Ethernet(frame).Src())
 	// The advertisement comes from the target itself: we answer in its
 	// name, and the namespace's kernel accepts any source on the link.
-	writeIPv6Frame(out, dstMAC[:], p.OurMAC, target, src, header.ProtocolICMPv6, naLen)
+	mac := nt.macFor(target, p.OurMAC)
+	writeIPv6Frame(out, dstMAC[:], mac[:], target, src, header.ProtocolICMPv6, naLen)
 	na := header.NDPNeighbor(out[l2l3v6 : l2l3v6+naLen])
 	t16 := target.As16()
 	na.Encode(header.ICMPv6NeighborAdvertisement,
 		header.NDPFlagRouter|header.NDPFlagSolicited|header.NDPFlagOverride, t16[:])
-	header.EncodeNDPLinkAddrOption(na[header.NDPNeighborMinimumSize:], header.NDPOptionTargetLinkAddr, p.OurMAC)
+	header.EncodeNDPLinkAddrOption(na[header.NDPNeighborMinimumSize:], header.NDPOptionTargetLinkAddr, mac[:])
 	finishICMPv6(out, naLen)
 	return l2l3v6 + naLen
 }

@@ -43,8 +43,8 @@ func rsMessage(b []byte) int {
 func checkICMPv6Reply(t *testing.T, name string, fr []byte, wantDstMAC []byte) (header.IPv6, header.ICMPv6) {
 	t.Helper()
 	eth := header.Ethernet(fr)
-	if !eth.IsValid() || eth.Type() != header.EtherTypeIPv6 || !bytes.Equal(eth.Src(), testOurMAC) || !bytes.Equal(eth.Dst(), wantDstMAC) {
-		t.Fatalf("%s: ethernet type %#x src %x dst %x, want IPv6 from %x to %x", name, eth.Type(), eth.Src(), eth.Dst(), []byte(testOurMAC), wantDstMAC)
+	if !eth.IsValid() || eth.Type() != header.EtherTypeIPv6 || !bytes.Equal(eth.Src(), ourMAC) || !bytes.Equal(eth.Dst(), wantDstMAC) {
+		t.Fatalf("%s: ethernet type %#x src %x dst %x, want IPv6 from %x to %x", name, eth.Type(), eth.Src(), eth.Dst(), []byte(ourMAC), wantDstMAC)
 	}
 	ip := header.IPv6(eth.Payload())
 	if !ip.IsValid(len(ip)) || ip.NextHeader() != header.ProtocolICMPv6 || ip.HopLimit() != 255 || len(ip) != 40+int(ip.PayloadLength()) {
@@ -78,7 +78,7 @@ func TestNDPNeighborAdvert(t *testing.T) {
 	}
 	for _, tt := range tests {
 		out := bytes.Repeat([]byte{0xee}, 1514)
-		n := ndpReply(p, tt.frame, out)
+		n := ndpReply(p, nil, tt.frame, out)
 		if tt.target == "" {
 			if n != 0 {
 				t.Errorf("%s: got a %d-byte reply, want none", tt.name, n)
@@ -102,13 +102,13 @@ func TestNDPNeighborAdvert(t *testing.T) {
 		}
 		it := header.NDPOptionIter{Options: na.Options()}
 		typ, body, ok := it.Next()
-		if mac, _ := header.NDPLinkAddr(body); !ok || typ != header.NDPOptionTargetLinkAddr || !bytes.Equal(mac, testOurMAC) {
-			t.Errorf("%s: got option %d %x, want target link-layer address %x", tt.name, typ, body, []byte(testOurMAC))
+		if mac, _ := header.NDPLinkAddr(body); !ok || typ != header.NDPOptionTargetLinkAddr || !bytes.Equal(mac, ourMAC) {
+			t.Errorf("%s: got option %d %x, want target link-layer address %x", tt.name, typ, body, []byte(ourMAC))
 		}
 	}
 	noNDP := respParams()
 	noNDP.NoNDP = true
-	if n := ndpReply(noNDP, tests[0].frame, make([]byte, 1514)); n != 0 {
+	if n := ndpReply(noNDP, nil, tests[0].frame, make([]byte, 1514)); n != 0 {
 		t.Errorf("NoNDP: got a %d-byte reply, want none", n)
 	}
 }
@@ -126,8 +126,8 @@ func checkRA(t *testing.T, name string, p *NetParams, icmp header.ICMPv6) {
 		seen[typ] = true
 		switch typ {
 		case header.NDPOptionSourceLinkAddr:
-			if mac, ok := header.NDPLinkAddr(body); !ok || !bytes.Equal(mac, testOurMAC) {
-				t.Errorf("%s: source link-layer address %x, want %x", name, mac, []byte(testOurMAC))
+			if mac, ok := header.NDPLinkAddr(body); !ok || !bytes.Equal(mac, ourMAC) {
+				t.Errorf("%s: source link-layer address %x, want %x", name, mac, []byte(ourMAC))
 			}
 		case header.NDPOptionPrefixInfo:
 			pi := header.NDPPrefixInfo(body)
@@ -158,7 +158,7 @@ func checkRA(t *testing.T, name string, p *NetParams, icmp header.ICMPv6) {
 func TestNDPRouterAdvert(t *testing.T) {
 	p := respParams()
 	out := make([]byte, 1514)
-	n := ndpReply(p, icmp6Frame("fe80::2", "ff02::2", 255, rsMessage), out)
+	n := ndpReply(p, nil, icmp6Frame("fe80::2", "ff02::2", 255, rsMessage), out)
 	if n == 0 {
 		t.Fatalf("router solicitation: no reply")
 	}
@@ -168,7 +168,7 @@ func TestNDPRouterAdvert(t *testing.T) {
 	}
 	checkRA(t, "solicited", p, icmp)
 
-	n = ndpReply(p, icmp6Frame("::", "ff02::2", 255, rsMessage), out)
+	n = ndpReply(p, nil, icmp6Frame("::", "ff02::2", 255, rsMessage), out)
 	ip, icmp = checkICMPv6Reply(t, "from ::", out[:n], allNodesMAC)
 	if ip.Dst() != allNodes6 {
 		t.Errorf("from ::: destination %v, want ff02::1", ip.Dst())
@@ -181,10 +181,10 @@ func TestNDPRouterAdvert(t *testing.T) {
 
 	noRA := respParams()
 	noRA.NoRA = true
-	if n := ndpReply(noRA, icmp6Frame("fe80::2", "ff02::2", 255, rsMessage), out); n != 0 || buildRouterAdvert(noRA, out) != 0 {
+	if n := ndpReply(noRA, nil, icmp6Frame("fe80::2", "ff02::2", 255, rsMessage), out); n != 0 || buildRouterAdvert(noRA, out) != 0 {
 		t.Errorf("NoRA: got a reply")
 	}
-	if n := ndpReply(p, icmp6Frame("fe80::2", "ff02::2", 255, rsMessage), out[:100]); n != 0 {
+	if n := ndpReply(p, nil, icmp6Frame("fe80::2", "ff02::2", 255, rsMessage), out[:100]); n != 0 {
 		t.Errorf("short out buffer: got %d bytes", n)
 	}
 }
@@ -192,7 +192,7 @@ func TestNDPRouterAdvert(t *testing.T) {
 func FuzzNDPReply(f *testing.F) {
 	f.Add(icmp6Frame("fe80::2", "ff02::1:ff00:1", 255, nsMessage("fe80::1", true)))
 	f.Add(icmp6Frame("fe80::2", "ff02::2", 255, rsMessage))
-	fuzzResponder(f, ndpReply, 90)
+	fuzzResponder(f, func(p *NetParams, fr, out []byte) int { return ndpReply(p, nil, fr, out) }, 90)
 }
 
 func BenchmarkNDPReply(b *testing.B) {
@@ -207,7 +207,7 @@ func BenchmarkNDPReply(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if ndpReply(p, bc.frame, out) == 0 {
+				if ndpReply(p, nil, bc.frame, out) == 0 {
 					b.Fatal("no reply")
 				}
 			}

@@ -1,5 +1,8 @@
 package fwd
 
+// NetParams: the addresses, gateway and DNS the engine answers with on the
+// link.
+
 import (
 	"net"
 	"net/netip"

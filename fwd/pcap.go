@@ -1,5 +1,7 @@
 package fwd
 
+// The -p capture: every frame both ways, as a pcap file.
+
 import (
 	"bufio"
 	"encoding/binary"

@@ -1,5 +1,8 @@
 package fwd
 
+// The engine's counters (--stats): frames, bytes, drops by reason, flows per
+// protocol, retransmissions, evictions.
+
 import "sync/atomic"
 
 // DropReason says why the engine discarded a frame or datagram.
@@ -10,12 +13,12 @@ type DropReason int
 const (
 	DropTruncated    DropReason = iota // frame shorter than its headers claim
 	DropEtherType                      // not IPv4, IPv6 or ARP (VLAN tags included)
-	DropBadIP                          // IP version, header length or total length wrong
+	DropBadIP                          // IP version, header length or total length wrong; a datagram with TTL or hop limit 0
 	DropBadChecksum                    // IPv4 header or transport checksum wrong
 	DropFragment                       // IP fragments: never reassembled, as pasta
 	DropBadTransport                   // transport header malformed (UDP length, ICMP type...)
 	DropProtocol                       // protocol disabled (--no-udp...) or not handled
-	DropDestination                    // destination we do not forward (multicast, broadcast, link-local)
+	DropDestination                    // destination we do not forward (loopback, link-local, multicast or broadcast but for UDP)
 	DropTableFull                      // flow table at capacity
 	DropHostSocket                     // host socket could not be opened or refused the data, or two host peers look alike to the namespace
 	DropTooBig                         // host datagram larger than a frame toward the namespace holds
@@ -53,7 +56,7 @@ type Stats struct {
 	Evicted uint64
 }
 
-// counters are written by the engine thread only, read by anyone: atomics
+// counters are written by the engine's loop only, read by anyone: atomics
 // keep Stats() safe from other goroutines without a lock on the hot path.
 type counters struct {
 	framesIn, framesOut, bytesIn, bytesOut atomic.Uint64

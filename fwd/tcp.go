@@ -3,6 +3,7 @@ package fwd
 import (
 	"errors"
 	"net/netip"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -39,12 +40,26 @@ import (
 // comes with new data, with free send space after a short write, with
 // connect's outcome, and with errors. Work that an edge did not finish
 // (window full) is resumed by the namespace's next ACK.
+//
+// Handshakes toward the namespace are timed as the host's kernel times its
+// own (Timeouts: tcp_syn_retries, tcp_syn_linear_timeouts,
+// tcp_synack_retries, tcp_rto_max_ms), so a forwarded connection into a
+// namespace that does not answer gives up when the host's own connect()
+// would.
+//
+// Keepalives: the host kernel answers its peer's keepalive probes itself,
+// unseen, and the namespace's kernel answers ours, so neither side's
+// probes can be passed on as segments. A probe from the namespace turns
+// keepalives on for the host socket instead (keepaliveFromNS), and a
+// connection the namespace has been silent on for tcpKeepaliveIdle gets a
+// probe of ours (keepaliveToNS), which a namespace that forgot the
+// connection answers with a reset.
 
 const (
 	tcpWindowScale = 7 // our window scale toward the namespace: up to 8 MiB
 	tcpMaxWindow   = 65535 << tcpWindowScale
 	tcpRTOInitial  = 200 * int64(1e6)
-	tcpRTOMax      = 10 * int64(1e9)
+	tcpRTOMax      = 10 * int64(1e9) // data; the host's tcp_rto_max_ms may be lower
 	tcpMaxRetries  = 10
 	tcpSynTimeout  = 10 * int64(1e9) // host connect() for the namespace's SYN not done yet: drop the attempt
 	tcpIdleTimeout = 7200 * int64(1e9)
@@ -53,6 +68,13 @@ const (
 	tcpOptsSYN     = 8        // MSS (4) + NOP + window scale (3)
 	tcpWndPollMin  = int64(1e6)
 	tcpWndPollMax  = 5 * int64(1e6)
+	// tcpKeepaliveIdle: after this long without a segment from the
+	// namespace on a connection with nothing in flight (to the next whole
+	// second, keepaliveAt), we probe it (pasta probes after 30 to 60 s).
+	tcpKeepaliveIdle = 30 * int64(1e9)
+	// tcpMaxKeepIdle is the kernel's bound on TCP_KEEPIDLE, in seconds
+	// (MAX_TCP_KEEPIDLE).
+	tcpMaxKeepIdle = 32767
 )
 
 // Connection states. Beyond these, flags record the FIN exchange both ways.
@@ -74,6 +96,7 @@ const (
 	tcpFinSent                        // seqMax-1 is our FIN (kept across rewinds, unlike tcpFinToNS)
 	tcpRecovering                     // after a rewind, until the namespace ACKs up to recover
 	tcpPushPending                    // the namespace's ACKs of this batch opened room: push at its end
+	tcpKeepalive                      // the namespace probed: the host socket has keepalives on
 )
 
 // tcpConn is the per-flow TCP state, indexed like the flow table.
@@ -93,6 +116,11 @@ type tcpConn struct {
 	wndToNS          uint32       // the window we last offered
 	rtoAt, rto, idle int64
 	wndAt, wndPoll   int64 // next check of a closed window, and its interval
+	// kaAt: when the namespace's silence calls for our keepalive probe
+	// (0: not established); lastToNS: when we last sent it a segment
+	// other than such a probe, which is what its own keepalive timer
+	// counts from.
+	kaAt, lastToNS int64
 	// unconsumed counts bytes the namespace acknowledged that are still at
 	// the head of the host socket's receive queue: a batch's ACKs are
 	// consumed with one discard at its end (see consume).
@@ -120,6 +148,11 @@ type tcpTr struct {
 	// released have it for one family and not the other.
 	peekOff [2]peekCap
 	scratch []byte // without SO_PEEK_OFF: where already-sent bytes are peeked to
+	// From the host's Timeouts: how many times our SYN (linear of them 1 s
+	// apart) and our SYN-ACK are sent again, the bound on a handshake's
+	// retransmission interval, and on a data one (also ours, tcpRTOMax).
+	synRetries, synLinear, synAckRetries int
+	rtoMax, dataRTOMax                   int64
 }
 
 // peekCap is what a family's first socket found out about SO_PEEK_OFF.
@@ -132,10 +165,10 @@ const (
 )
 
 // peekCapOf is what is known of SO_PEEK_OFF for f's host socket, by the
-// socket's family, which is its host address's: connectHost opens it by
+// socket's family, which is its host address's: hostSocket opens it by
 // that address, and an accepted socket's listener is IPv6-only.
 func (t *tcpTr) peekCapOf(f *Flow) *peekCap {
-	if f.HostAddr.Is6() {
+	if f.HostAddr().Is6() {
 		return &t.peekOff[1]
 	}
 	return &t.peekOff[0]
@@ -147,10 +180,15 @@ func (t *tcpTr) hasPeekOff(f *Flow) bool { return *t.peekCapOf(f) == peekSupport
 
 func newTCPTranslator(e *Engine) translator {
 	return &tcpTr{
-		conns:   make([]tcpConn, e.FlowCapacity()),
-		isn:     seqnum.NewISNGenerator(),
-		sendIov: make([]unix.Iovec, rxBatch),
-		peekIov: make([]unix.Iovec, tcpSegBatch+1),
+		conns:         make([]tcpConn, e.FlowCapacity()),
+		isn:           seqnum.NewISNGenerator(),
+		sendIov:       make([]unix.Iovec, rxBatch),
+		peekIov:       make([]unix.Iovec, tcpSegBatch+1),
+		synRetries:    e.to.SynRetries + e.to.SynLinear,
+		synLinear:     e.to.SynLinear,
+		synAckRetries: e.to.SynAckRetries,
+		rtoMax:        int64(e.to.RTOMax),
+		dataRTOMax:    min(tcpRTOMax, int64(e.to.RTOMax)),
 	}
 }
 
@@ -223,34 +261,24 @@ func (t *tcpTr) open(e *Engine, p *packet) int32 {
 		return -1
 	}
 	hostDst := e.nat.FromTap(p.dst, p.dport, true)
-	if hostDst.Is6() && hostDst.IsLinkLocalUnicast() {
-		e.drop(DropDestination)
-		t.resetFor(e, p, th)
-		return -1
-	}
-	idx := e.newFlow(p, protoTCP)
+	evicted := e.ctr.evicted.Load()
+	idx, err := e.openFlow(p, protoTCP, hostDst, hostSock{typ: unix.SOCK_STREAM, tcp: t})
 	if idx < 0 {
-		t.resetFor(e, p, th)
+		if err != nil && e.debug {
+			e.log.Debug("tcp: no host socket", "dst", hostDst, "port", p.dport, "err", err)
+		}
+		if !descriptorsExhausted(err) || e.ctr.evicted.Load() == evicted {
+			// Refused, as a kernel refuses a port nobody listens on.
+			// Out of descriptors with a datagram flow evicted to make
+			// room (evict.go) is for a moment: no answer then, and
+			// the namespace's stack sends its SYN again, which finds
+			// the descriptor free.
+			e.refused(protoTCP, err)
+			t.resetFor(e, p, th)
+		}
 		return -1
 	}
 	f := e.flow(idx)
-	f.HostAddr = hostDst
-	fd, err := t.connectHost(e, idx)
-	if err != nil {
-		e.drop(DropHostSocket)
-		if e.debug {
-			e.log.Debug("tcp: no host socket", "dst", hostDst, "port", p.dport, "err", err)
-		}
-		if !descriptorsExhausted(err) {
-			// Out of descriptors is for a moment (a datagram flow
-			// made room, evict.go): no answer, and the namespace's
-			// stack sends its SYN again. Anything else refuses.
-			t.resetFor(e, p, th)
-		}
-		e.closeFlow(idx)
-		return -1
-	}
-	f.Fd = fd
 
 	c := t.conn(idx)
 	*c = tcpConn{state: tcpConnecting, rto: tcpRTOInitial}
@@ -285,7 +313,7 @@ func (t *tcpTr) segmentSize(e *Engine, v6 bool, mss uint16) uint16 {
 	return min(mss, limit)
 }
 
-// usePeekOff enables SO_PEEK_OFF on fd, f's new host socket (f.HostAddr
+// usePeekOff enables SO_PEEK_OFF on fd, f's new host socket (f.HostAddr()
 // set). The family's first socket, whichever side opened it, probes for
 // it; without it, peeks start at the head every time (scratch takes what
 // is in flight).
@@ -304,57 +332,6 @@ func (t *tcpTr) usePeekOff(e *Engine, fd int, f *Flow) error {
 		return e.sys.setsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PEEK_OFF, 0)
 	}
 	return nil
-}
-
-// connectHost opens the flow's host socket and starts connecting it.
-func (t *tcpTr) connectHost(e *Engine, idx int32) (fd int, err error) {
-	f := e.flow(idx)
-	v6 := f.HostAddr.Is6()
-	domain := unix.AF_INET
-	if v6 {
-		domain = unix.AF_INET6
-	}
-	if fd, err = e.sys.socket(domain, unix.SOCK_STREAM, 0); err != nil {
-		e.outOfDescriptors(err, idx)
-		return -1, err
-	}
-	defer func() {
-		if err != nil {
-			e.sys.close(fd)
-			fd = -1
-		}
-	}()
-	if err = t.usePeekOff(e, fd, f); err != nil {
-		return fd, err
-	}
-	// The namespace's stack already coalesces small writes (Nagle);
-	// delaying them again here would only add latency.
-	e.sys.setsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
-	if v6 {
-		e.sys.setsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1)
-	}
-	if !f.HostAddr.IsLoopback() {
-		local, ifname := e.opts.Outbound4, e.opts.OutboundIf4
-		if v6 {
-			local, ifname = e.opts.Outbound6, e.opts.OutboundIf6
-		}
-		if ifname != "" {
-			if err = e.sys.bindToDevice(fd, ifname); err != nil {
-				return fd, err
-			}
-		}
-		if local.IsValid() {
-			if err = e.sys.bind(fd, e.sockaddr(local, 0, v6)); err != nil {
-				return fd, err
-			}
-		}
-	}
-	err = e.sys.connect(fd, e.sockaddr(f.HostAddr, f.DstPort, v6))
-	if err != nil && !errors.Is(err, unix.EINPROGRESS) {
-		return fd, err
-	}
-	err = e.sys.watch(fd, idx, f.gen, unix.EPOLLIN|unix.EPOLLOUT|unix.EPOLLRDHUP|unix.EPOLLET)
-	return fd, err
 }
 
 // frames handles this cycle's segments of one flow from the namespace.
@@ -439,6 +416,9 @@ func (t *tcpTr) frames(e *Engine, idx int32, pkts []*packet) {
 			// Old news (a retransmission, a FIN we passed on already, a
 			// zero-window or keepalive probe): re-ACK, in case our ACK
 			// was what got lost and so the prober learns our window.
+			if isKeepalive(c, seq, len(pay), fin) {
+				t.keepaliveFromNS(e, idx)
+			}
 			c.flags |= tcpAckPending
 			continue
 		}
@@ -502,6 +482,9 @@ func (t *tcpTr) frames(e *Engine, idx int32, pkts []*packet) {
 		t.sendAck(e, idx)
 	}
 	c.idle = e.now + tcpIdleTimeout
+	if c.kaAt != 0 {
+		c.kaAt = keepaliveAt(e.now)
+	}
 	if t.done(c) {
 		e.closeFlow(idx)
 		return
@@ -522,6 +505,7 @@ func (t *tcpTr) ack(e *Engine, idx int32, th header.TCP) bool {
 		c.state = tcpEstablished
 		c.seqAckedByNS = a
 		c.retries, c.rto, c.rtoAt = 0, tcpRTOInitial, 0
+		c.kaAt = keepaliveAt(e.now)
 		c.wndFromNS = t.scaleWindow(c, th.Window())
 		c.wl1, c.wl2 = seqnum.Value(th.Seq()), a
 		// Data the host sent meanwhile raised an edge we could not use.
@@ -845,10 +829,11 @@ func (t *tcpTr) sockEvent(e *Engine, idx int32, events uint32) {
 			e.closeFlow(idx)
 			return
 		}
-		c.isn = t.isn.ISN(netip.AddrPortFrom(f.DstAddr, f.DstPort), netip.AddrPortFrom(f.NSAddr, f.NSPort), e.nowT)
+		c.isn = t.isn.ISN(netip.AddrPortFrom(f.DstAddr(), f.DstPort), netip.AddrPortFrom(f.NSAddr(), f.NSPort), e.nowT)
 		c.seqToNS, c.seqAckedByNS, c.seqMax = c.isn.Add(1), c.isn.Add(1), c.isn.Add(1)
 		c.state = tcpSynAckSent
 		t.sendSynAck(e, idx)
+		c.rto = handshakeRTO(0, 0, t.rtoMax)
 		c.rtoAt = e.now + c.rto
 		e.wakeAt(c.rtoAt)
 		t.setDeadline(e, idx)
@@ -919,16 +904,23 @@ func (t *tcpTr) timer(e *Engine, idx int32) {
 		// receiver that keeps its window shut is not a failure, so
 		// this does not count toward giving up.
 		t.sendFlags(e, idx, header.TCPFlagACK, c.seqToNS-1)
-		c.rto = min(c.rto*2, tcpRTOMax)
+		c.rto = min(c.rto*2, t.dataRTOMax)
 		c.rtoAt = e.now + c.rto
 		e.wakeAt(c.rtoAt)
 	case c.rtoAt != 0 && e.now >= c.rtoAt:
 		c.retries++
-		if c.retries > tcpMaxRetries {
+		if int(c.retries) > t.retryLimit(c.state) {
 			t.reset(e, idx)
 			return
 		}
-		c.rto = min(c.rto*2, tcpRTOMax)
+		switch c.state {
+		case tcpSynAckSent:
+			c.rto = handshakeRTO(int(c.retries), 0, t.rtoMax)
+		case tcpSynSent:
+			c.rto = handshakeRTO(int(c.retries), t.synLinear, t.rtoMax)
+		default:
+			c.rto = min(c.rto*2, t.dataRTOMax)
+		}
 		c.rtoAt = e.now + c.rto
 		switch c.state {
 		case tcpSynAckSent:
@@ -939,8 +931,86 @@ func (t *tcpTr) timer(e *Engine, idx int32) {
 			t.rewind(e, idx)
 		}
 		e.wakeAt(c.rtoAt)
+	case c.kaAt != 0 && e.now >= c.kaAt:
+		if c.rtoAt == 0 && c.seqAckedByNS == c.seqToNS {
+			// Nothing in flight, and the retransmission timer, which
+			// would find a dead namespace otherwise, is idle.
+			t.keepaliveToNS(e, idx)
+		}
+		c.kaAt = keepaliveAt(e.now)
 	}
 	t.setDeadline(e, idx)
+}
+
+// keepaliveAt is when a connection the namespace has been silent on since
+// now is due a keepalive probe: tcpKeepaliveIdle later, rounded up to a
+// whole second of engine time. Every connection's probe then falls on one
+// of those seconds, so probes wake the loop (whose every timer run scans
+// the flows) at most once a second however many connections idle.
+func keepaliveAt(now int64) int64 {
+	const s = int64(time.Second)
+	return (now + tcpKeepaliveIdle + s - 1) / s * s
+}
+
+// retryLimit is how many retransmissions a connection in state gets
+// before it is reset: the host's for a handshake, ours for data.
+func (t *tcpTr) retryLimit(state uint8) int {
+	switch state {
+	case tcpSynSent:
+		return t.synRetries
+	case tcpSynAckSent:
+		return t.synAckRetries
+	}
+	return tcpMaxRetries
+}
+
+// isKeepalive reports whether a segment from the namespace at seq with n
+// bytes of payload, acceptable otherwise but entirely old, is a keepalive
+// probe: one sequence number behind what we expect, without data or with
+// one byte of it (RFC 9293 3.8.4), and not a zero-window probe, which
+// looks the same but comes while the window we offer is shut.
+func isKeepalive(c *tcpConn, seq seqnum.Value, n int, fin bool) bool {
+	return c.state == tcpEstablished && seq.Add(1) == c.seqFromNS && n <= 1 && !fin &&
+		c.flags&tcpWndClosed == 0 && c.wndToNS > 0
+}
+
+// keepaliveFromNS turns keepalives on for the host socket of a connection
+// the namespace's stack probed (its application asked for SO_KEEPALIVE),
+// once: the host kernel then probes the host's peer after as long an idle
+// time as the namespace's stack waited, the time since our last segment,
+// from which its keepalive timer counts. The application's keepalives
+// thereby keep the host side's path (a NAT, a firewall) open as they keep
+// its own, and a host peer that is gone ends the connection (the host
+// socket's error resets it). pasta turns SO_KEEPALIVE on with the host's
+// default idle time.
+func (t *tcpTr) keepaliveFromNS(e *Engine, idx int32) {
+	c := t.conn(idx)
+	if c.flags&tcpKeepalive != 0 {
+		return
+	}
+	c.flags |= tcpKeepalive
+	fd := e.flow(idx).Fd
+	idle := min(max((e.now-c.lastToNS+5e8)/1e9, 1), tcpMaxKeepIdle)
+	err := e.sys.setsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPIDLE, int(idle))
+	if err == nil {
+		err = e.sys.setsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1)
+	}
+	if err != nil && e.debug {
+		e.log.Debug("tcp: cannot turn keepalives on for a host socket", "err", err)
+	}
+}
+
+// keepaliveToNS probes the namespace on a connection it has been silent
+// on: a segment one sequence number behind what it has, which its stack
+// answers with an ACK, or, if it no longer knows the connection (a socket
+// closed in FIN_WAIT_2 and timed out there), with a reset, which ends the
+// connection on the host side too. The namespace's own keepalive timer
+// does not count such an old segment, so lastToNS stays.
+func (t *tcpTr) keepaliveToNS(e *Engine, idx int32) {
+	c := t.conn(idx)
+	last := c.lastToNS
+	t.sendFlags(e, idx, header.TCPFlagACK, c.seqToNS-1)
+	c.lastToNS = last
 }
 
 // windowShort runs when we offer the namespace less than a segment: the
@@ -987,11 +1057,10 @@ func (t *tcpTr) setDeadline(e *Engine, idx int32) {
 		return // open() set the SYN timeout; a repeated SYN must not move it
 	}
 	d := c.idle
-	if c.rtoAt != 0 && c.rtoAt < d {
-		d = c.rtoAt
-	}
-	if c.wndAt != 0 && c.wndAt < d {
-		d = c.wndAt
+	for _, at := range [...]int64{c.rtoAt, c.wndAt, c.kaAt} {
+		if at != 0 && at < d {
+			d = at
+		}
 	}
 	e.flow(idx).Deadline = d
 }
@@ -1079,7 +1148,7 @@ func (t *tcpTr) segmentWin(e *Engine, idx int32, b []byte, flags uint8, seq seqn
 	f := e.flow(idx)
 	thLen := header.TCPMinimumSize + len(opts)
 	l4len := thLen + plen
-	o := e.writeHeaders(b, f.v6, header.ProtocolTCP, f.DstAddr, f.NSAddr, l4len)
+	o := e.writeHeaders(b, f.v6, header.ProtocolTCP, f.DstAddr(), f.NSAddr(), l4len)
 	th := header.TCP(b[o : o+l4len])
 	ack := uint32(0)
 	if flags&header.TCPFlagACK != 0 {
@@ -1112,6 +1181,7 @@ func (t *tcpTr) segmentWin(e *Engine, idx int32, b []byte, flags uint8, seq seqn
 		Seq: uint32(seq), Ack: ack,
 		DataOffset: thLen, Flags: flags, Window: uint16(win),
 	})
+	c.lastToNS = e.now
 	copy(th[header.TCPMinimumSize:], opts)
 	if e.vnet > 0 {
 		// Left partial: the pseudo-header sum in place, which the
@@ -1182,20 +1252,22 @@ func (e *Engine) tcpFromHost(fd int, peer, to netip.AddrPort) error {
 	}
 	f := e.flow(idx)
 	f.Fd = fd
-	f.HostAddr = peer.Addr()
+	f.setHostAddr(peer.Addr())
 	e.sys.setsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
 	if err := t.usePeekOff(e, fd, f); err != nil {
 		e.sys.abort(fd)
 		e.closeFlow(idx)
+		e.refused(protoTCP, err)
 		return err
 	}
 	if err := e.sys.watch(fd, idx, f.gen, unix.EPOLLIN|unix.EPOLLOUT|unix.EPOLLRDHUP|unix.EPOLLET); err != nil {
 		e.sys.abort(fd)
 		e.closeFlow(idx)
+		e.refused(protoTCP, err)
 		return err
 	}
 	c := t.conn(idx)
-	*c = tcpConn{state: tcpSynSent, rto: tcpRTOInitial, wsFromNS: tcpWindowScale}
+	*c = tcpConn{state: tcpSynSent, rto: handshakeRTO(0, t.synLinear, t.rtoMax), wsFromNS: tcpWindowScale}
 	c.mss = t.segmentSize(e, f.v6, 0xffff)
 	c.isn = t.isn.ISN(peer, to, e.nowT)
 	c.seqToNS, c.seqAckedByNS, c.seqMax = c.isn.Add(1), c.isn.Add(1), c.isn.Add(1)
@@ -1236,6 +1308,7 @@ func (t *tcpTr) synAck(e *Engine, idx int32, th header.TCP) {
 	c.wl1, c.wl2 = seqnum.Value(th.Seq()), seqnum.Value(th.Ack())
 	c.state = tcpEstablished
 	c.retries, c.rto, c.rtoAt = 0, tcpRTOInitial, 0
+	c.kaAt = keepaliveAt(e.now)
 	// What the host peer sent while the handshake ran goes out now, and
 	// its first segment is the handshake's ACK (RFC 9293 3.5 allows data
 	// on it). A bare ACK ahead of it would complete the connection on its

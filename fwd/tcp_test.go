@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -37,19 +36,6 @@ func (l *capLink) WriteBatch(bufs [][]byte) (int, error) {
 	return len(bufs), nil
 }
 
-// tcpNetns moves the calling test's goroutine into a fresh network
-// namespace when it may (root), so its loopback ports, backlogs and sysctls
-// are its own. The thread stays locked and dies with the test's goroutine.
-// Without privileges the test runs in the current namespace.
-func tcpNetns(t *testing.T) bool {
-	runtime.LockOSThread()
-	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-		return false
-	}
-	loUp()
-	return true
-}
-
 type tcpHarness struct {
 	t   *testing.T
 	e   *Engine
@@ -61,7 +47,12 @@ type tcpHarness struct {
 
 func newTCPHarness(t *testing.T, p *NetParams, opts Options) *tcpHarness {
 	t.Helper()
-	tcpNetns(t)
+	// The test's goroutine moves into a fresh network namespace when it
+	// may (root), so that its loopback ports, backlogs and sysctls are
+	// its own; without privileges it runs in the current namespace.
+	if fresh, err := nstest.UnshareNetns(); fresh && err != nil {
+		t.Fatal(err)
+	}
 	l := &capLink{fakeLink: newFakeLink(t)}
 	e, err := New(l, p, opts)
 	if err != nil {
@@ -266,7 +257,7 @@ func decodeSeg(b []byte) (tcpSeg, error) {
 func tcpFrame(src, dst netip.Addr, sport, dport uint16, seq, ack uint32, flags uint8, wnd uint16, opts, payload []byte) []byte {
 	thLen := header.TCPMinimumSize + len(opts)
 	l4len := thLen + len(payload)
-	return ipFrame(src.Is6(), header.ProtocolTCP, src, dst, l4len, func(l4 []byte, ps uint16) {
+	return ipFrame(header.ProtocolTCP, src, dst, l4len, func(l4 []byte, ps uint16) {
 		th := header.TCP(l4)
 		th.Encode(&header.TCPFields{SrcPort: sport, DstPort: dport, Seq: seq, Ack: ack,
 			DataOffset: thLen, Flags: flags, Window: wnd})
@@ -446,22 +437,10 @@ func readN(t *testing.T, c net.Conn, n int) []byte {
 	t.Helper()
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	b := make([]byte, n)
-	if _, err := ioReadFull(c, b); err != nil {
+	if _, err := io.ReadFull(c, b); err != nil {
 		t.Fatalf("host read of %d bytes: %v", n, err)
 	}
 	return b
-}
-
-func ioReadFull(c net.Conn, b []byte) (int, error) {
-	n := 0
-	for n < len(b) {
-		m, err := c.Read(b[n:])
-		n += m
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
 }
 
 // pattern returns n bytes of a recognisable stream starting at offset off.
@@ -489,18 +468,6 @@ func inq(t *testing.T, fd int) int {
 		t.Fatalf("SIOCINQ: %v", err)
 	}
 	return n
-}
-
-// freePort returns a loopback port with nothing listening.
-func freePort(t *testing.T, network, addr string) uint16 {
-	t.Helper()
-	ln, err := net.Listen(network, addr)
-	if err != nil {
-		t.Skipf("cannot listen on %s: %v", addr, err)
-	}
-	p := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	return uint16(p)
 }
 
 type tcpFamily struct {
@@ -606,11 +573,7 @@ func TestTCPConnectRefused(t *testing.T) {
 	for _, fam := range tcpFamilies {
 		t.Run(fam.name, func(t *testing.T) {
 			h := newTCPHarness(t, testParams(), Options{})
-			network := "tcp4"
-			if fam.ns.Is6() {
-				network = "tcp6"
-			}
-			port := freePort(t, network, fam.listen)
+			port := nstest.FreePort(t, fam.listen)
 			c := h.nsConn(fam.ns, fam.gw, 40003, port)
 			c.syn(1460, 7)
 			rst := h.take("reset", c.mine)

@@ -1,12 +1,12 @@
 package fwd
 
+// Frames toward the namespace: the transmit queue of preallocated buffers,
+// their headers, and one WriteBatch per cycle.
+
 import (
 	"net/netip"
-	"unsafe"
 
 	"github.com/gopasta/gopasta/internal/header"
-
-	"golang.org/x/sys/unix"
 )
 
 // txFrames is how many frames the engine queues toward the namespace before
@@ -145,28 +145,6 @@ func (e *Engine) flush() {
 	e.tx.out = e.tx.out[:0]
 }
 
-// mmsghdr is struct mmsghdr, as x/sys/unix declares it for each ABI; the
-// sending half of a UDP batch comes from sock.GSOBatch in that type.
-type mmsghdr = unix.Mmsghdr
-
-func sendmmsg(fd int, msgs []mmsghdr, flags int) (int, error) {
-	n, _, errno := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(fd),
-		uintptr(unsafe.Pointer(&msgs[0])), uintptr(len(msgs)), uintptr(flags), 0, 0)
-	if errno != 0 {
-		return 0, errno
-	}
-	return int(n), nil
-}
-
-func recvmmsg(fd int, msgs []mmsghdr, flags int) (int, error) {
-	n, _, errno := unix.Syscall6(unix.SYS_RECVMMSG, uintptr(fd),
-		uintptr(unsafe.Pointer(&msgs[0])), uintptr(len(msgs)), uintptr(flags), 0, 0)
-	if errno != 0 {
-		return 0, errno
-	}
-	return int(n), nil
-}
-
 // IP header fields of the frames the engine builds. TTL/hop limit 255 as
 // pasta: the namespace sees the host side as one hop away at most, and a
 // high value keeps its own TTL checks (e.g. GTSM-style) happy.
@@ -176,12 +154,15 @@ const (
 
 // writeHeaders writes Ethernet and IP headers into b for a packet of l4len
 // transport bytes of protocol proto from src to dst (the namespace), and
-// returns the transport header's offset. IPv4 packets get DF and a fresh
-// ID; the namespace never sees fragments from us.
+// returns the transport header's offset. The Ethernet source is src's MAC
+// address as the namespace resolved it (the mirrored neighbour table's,
+// else ours). IPv4 packets get DF and a fresh ID; the namespace never sees
+// fragments from us.
 func (e *Engine) writeHeaders(b []byte, v6 bool, proto uint8, src, dst netip.Addr, l4len int) int {
 	eth := header.Ethernet(b)
+	mac := e.neigh.srcMAC(src)
 	if v6 {
-		eth.Encode(e.nsMAC[:], e.ourMAC[:], header.EtherTypeIPv6)
+		eth.Encode(e.nsMAC[:], mac[:], header.EtherTypeIPv6)
 		ip := header.IPv6(b[header.EthernetMinimumSize:])
 		ip.Encode(&header.IPv6Fields{
 			PayloadLength: uint16(l4len), NextHeader: proto, HopLimit: outTTL,
@@ -189,7 +170,7 @@ func (e *Engine) writeHeaders(b []byte, v6 bool, proto uint8, src, dst netip.Add
 		})
 		return header.EthernetMinimumSize + header.IPv6MinimumSize
 	}
-	eth.Encode(e.nsMAC[:], e.ourMAC[:], header.EtherTypeIPv4)
+	eth.Encode(e.nsMAC[:], mac[:], header.EtherTypeIPv4)
 	ip := header.IPv4(b[header.EthernetMinimumSize:])
 	e.ipID++
 	ip.Encode(&header.IPv4Fields{

@@ -2,7 +2,6 @@ package fwd
 
 import (
 	"errors"
-	"net/netip"
 
 	"golang.org/x/sys/unix"
 
@@ -10,14 +9,13 @@ import (
 	"github.com/gopasta/gopasta/internal/sock"
 )
 
-// UDP flows follow conntrack's timeouts, as pasta: 30 s, and 120 s once a
-// flow is a stream, its target having answered and either side having sent
-// more than once. A query and its one answer (DNS) is not a stream: its
-// flow, and its host socket, go after 30 s idle, not 120.
+// UDP flows follow the host's conntrack timeouts, as pasta (Timeouts.UDP
+// and UDPStream: 30 s, and 120 s once a flow is a stream, its target having
+// answered and either side having sent more than once). A query and its
+// one answer (DNS) is not a stream: its flow, and its host socket, go after
+// the shorter timeout.
 const (
-	udpTimeout       = 30 * int64(1e9)
-	udpTimeoutStream = 120 * int64(1e9)
-	udpBatch         = 64 // datagrams per recvmmsg from a host socket
+	udpBatch = 64 // datagrams per recvmmsg from a host socket
 
 	// Flow.Flags of a UDP flow: who opened it, and whether each side
 	// sent once or more, counted as pasta counts: per batch on the flow's
@@ -45,9 +43,9 @@ func (e *Engine) udpActivity(f *Flow, fromNS bool) {
 	} else {
 		f.Flags |= flagReplied
 	}
-	f.Deadline = e.now + udpTimeout
+	f.Deadline = e.now + int64(e.to.UDP)
 	if f.Flags&flagReplied != 0 && f.Flags&(flagInitMore|flagReplyMore) != 0 {
-		f.Deadline = e.now + udpTimeoutStream
+		f.Deadline = e.now + int64(e.to.UDPStream)
 	}
 }
 
@@ -55,145 +53,43 @@ func (e *Engine) udpActivity(f *Flow, fromNS bool) {
 // address/port), each with a connected host socket, so the kernel does the
 // demultiplexing of replies and ICMP errors arrive on the right socket.
 type udpTr struct {
-	send     *sock.GSOBatch
-	sendIov  []unix.Iovec // one per datagram, in order; a message takes a run
-	recvMsgs []mmsghdr
-	recvIov  []unix.Iovec
-	errBuf   []byte
-	oob      []byte
+	send    *sock.GSOBatch
+	sendIov []unix.Iovec // one per datagram, in order; a message takes a run
+	recv    *sock.RecvBatch
+	errBuf  []byte
+	oob     []byte
 }
 
 func newUDP(e *Engine) *udpTr {
 	return &udpTr{
 		// frames gets at most one link read's worth of one flow's
 		// datagrams: size the send side by the read batch, not udpBatch.
-		send:     sock.NewGSOBatch(rxBatch),
-		sendIov:  make([]unix.Iovec, rxBatch),
-		recvMsgs: make([]mmsghdr, udpBatch),
-		recvIov:  make([]unix.Iovec, udpBatch),
-		errBuf:   make([]byte, 1280),
-		oob:      make([]byte, 512),
+		send:    sock.NewGSOBatch(rxBatch),
+		sendIov: make([]unix.Iovec, rxBatch),
+		recv:    sock.NewRecvBatch(udpBatch, false),
+		errBuf:  make([]byte, 1280),
+		oob:     make([]byte, 512),
 	}
 }
 
 func (u *udpTr) open(e *Engine, p *packet) int32 {
 	hostDst := e.nat.FromTap(p.dst, p.dport, true)
-	if hostDst.Is6() && hostDst.IsLinkLocalUnicast() {
-		// A link-local destination the NAT did not map has no scope
-		// on the host side.
-		e.drop(DropDestination)
-		return -1
-	}
-	idx := e.newFlow(p, protoUDP)
+	idx, err := e.openFlow(p, protoUDP, hostDst, hostSock{typ: unix.SOCK_DGRAM, port: p.sport})
 	if idx < 0 {
-		return -1
-	}
-	f := e.flow(idx)
-	f.HostAddr = hostDst
-	fd, err := e.hostSocket(idx, unix.SOCK_DGRAM, 0, p.sport)
-	if err != nil {
-		e.drop(DropHostSocket)
-		if e.debug {
+		e.refused(protoUDP, err)
+		if err != nil && e.debug {
 			e.log.Debug("udp: no host socket", "dst", hostDst, "port", p.dport, "err", err)
 		}
-		e.closeFlow(idx)
 		return -1
 	}
-	f.Fd = fd
-	f.Deadline = e.now + udpTimeout
+	e.flow(idx).Deadline = e.now + int64(e.to.UDP)
 	return idx
 }
 
-// hostSocket opens, binds and connects the host socket of flow f, to
-// f.HostAddr port f.DstPort (f is flow idx). It binds to port first to keep
-// the namespace's source port (UDP) or echo identifier (ping sockets), and
-// falls back to an ephemeral one where the host will not have it. UDP
-// sockets bind with SO_REUSEADDR, as pasta's do: a namespace socket that
-// talks to two peers, or sends from a port gopasta forwards (a VPN or
-// STUN endpoint), keeps its port for each, since every flow socket and
-// the forwarded port's listener share it, and the kernel hands a datagram
-// to the socket connected to its sender first. Ping sockets do not: their
-// replies are matched by identifier alone. The socket is registered with
-// epoll for the flow.
-func (e *Engine) hostSocket(idx int32, typ, proto int, port uint16) (fd int, err error) {
-	f := e.flow(idx)
-	v6 := f.HostAddr.Is6()
-	domain := unix.AF_INET
-	if v6 {
-		domain = unix.AF_INET6
-	}
-	if fd, err = e.sys.socket(domain, typ, proto); err != nil {
-		e.outOfDescriptors(err, idx)
-		return -1, err
-	}
-	defer func() {
-		if err != nil {
-			e.sys.close(fd)
-			fd = -1
-		}
-	}()
-	local := netip.Addr{}
-	ifname := ""
-	if !f.HostAddr.IsLoopback() {
-		local, ifname = e.opts.Outbound4, e.opts.OutboundIf4
-		if v6 {
-			local, ifname = e.opts.Outbound6, e.opts.OutboundIf6
-		}
-	}
-	if v6 {
-		e.sys.setsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1)
-		err = e.sys.setsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_RECVERR, 1)
-	} else {
-		err = e.sys.setsockoptInt(fd, unix.IPPROTO_IP, unix.IP_RECVERR, 1)
-	}
-	if err != nil {
-		return fd, err
-	}
-	if ifname != "" {
-		if err = e.sys.bindToDevice(fd, ifname); err != nil {
-			return fd, err
-		}
-	}
-	if port != 0 && typ == unix.SOCK_DGRAM && proto == 0 {
-		if err = e.sys.setsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
-			return fd, err
-		}
-	}
-	if port != 0 || local.IsValid() {
-		if err = e.sys.bind(fd, e.sockaddr(local, port, v6)); err != nil && port != 0 {
-			err = e.sys.bind(fd, e.sockaddr(local, 0, v6))
-		}
-		if err != nil {
-			return fd, err
-		}
-	}
-	if err = e.sys.connect(fd, e.sockaddr(f.HostAddr, f.DstPort, v6)); err != nil {
-		return fd, err
-	}
-	err = e.sys.watch(fd, idx, f.gen, unix.EPOLLIN)
-	return fd, err
-}
-
-// sockaddr fills the engine's reusable socket address (no allocation per
-// flow) for a (possibly invalid = any) address.
-func (e *Engine) sockaddr(a netip.Addr, port uint16, v6 bool) unix.Sockaddr {
-	if v6 {
-		e.sa6 = unix.SockaddrInet6{Port: int(port)}
-		if a.IsValid() {
-			e.sa6.Addr = a.As16()
-		}
-		return &e.sa6
-	}
-	e.sa4 = unix.SockaddrInet4{Port: int(port)}
-	if a.IsValid() {
-		e.sa4.Addr = a.As4()
-	}
-	return &e.sa4
-}
-
-// frames sends this cycle's datagrams of one flow with one sendmmsg, each
-// run of them that segmentation offload can carry (sock.GSORun) as one
-// message.
+// frames sends this cycle's datagrams of one flow: each run of them with
+// one TTL (the namespace's, which the socket takes on: udpSetTTL) with one
+// sendmmsg, each part of a run that segmentation offload can carry
+// (sock.GSORun) as one message.
 func (u *udpTr) frames(e *Engine, idx int32, pkts []*packet) {
 	f := e.flow(idx)
 	n := 0
@@ -203,6 +99,21 @@ func (u *udpTr) frames(e *Engine, idx int32, pkts []*packet) {
 		if !udpChecksumOK(p, ud) {
 			e.drop(DropBadChecksum)
 			continue
+		}
+		if p.ttl == 0 {
+			// Never valid on a wire (RFC 1122 3.2.1.7, RFC 8200
+			// section 3), and the socket options refuse it.
+			e.drop(DropBadIP)
+			continue
+		}
+		if p.ttl != f.ttl {
+			// The datagrams before it leave with the TTL they had.
+			u.sendRun(e, f, u.sendIov[:n])
+			n = 0
+			if !e.udpSetTTL(f, p.ttl) {
+				e.drop(DropHostSocket)
+				continue
+			}
 		}
 		pay := ud.Payload()
 		iov := &u.sendIov[n]
@@ -214,8 +125,20 @@ func (u *udpTr) frames(e *Engine, idx int32, pkts []*packet) {
 		iov.SetLen(len(pay))
 		n++
 	}
+	u.sendRun(e, f, u.sendIov[:n])
+	e.udpActivity(f, true)
+}
+
+// sendRun sends the payloads iov, in order, on flow f's socket with one
+// sendmmsg (more after a partial send), each run that segmentation offload
+// can carry as one message; what the socket refuses is dropped and counted.
+func (u *udpTr) sendRun(e *Engine, f *Flow, iov []unix.Iovec) {
+	n := len(iov)
+	if n == 0 {
+		return
+	}
 	done := 0 // datagrams sent
-	m := u.send.Fill(u.sendIov[:n], f.Flags&flagNoGSO == 0)
+	m := u.send.Fill(iov, f.Flags&flagNoGSO == 0)
 	for sent, retried := 0, false; sent < m; {
 		k, err := e.sys.sendmmsg(f.Fd, u.send.Msgs[sent:m])
 		if err != nil {
@@ -223,9 +146,9 @@ func (u *udpTr) frames(e *Engine, idx int32, pkts []*packet) {
 				// Nothing of the refused message went out: send it
 				// and the rest again, one datagram per message.
 				f.Flags |= flagNoGSO
-				m, sent = u.send.Fill(u.sendIov[done:n], false), 0
+				m, sent = u.send.Fill(iov[done:n], false), 0
 				if e.debug {
-					e.log.Debug("udp: host refused segmentation offload, sending datagrams singly", "dst", f.HostAddr, "port", f.DstPort, "err", err)
+					e.log.Debug("udp: host refused segmentation offload, sending datagrams singly", "dst", f.HostAddr(), "port", f.DstPort, "err", err)
 				}
 				continue
 			}
@@ -243,7 +166,33 @@ func (u *udpTr) frames(e *Engine, idx int32, pkts []*packet) {
 		done += sock.Datagrams(u.send.Msgs[sent : sent+k])
 		sent += k
 	}
-	e.udpActivity(f, true)
+}
+
+// udpSetTTL has flow f's socket send with the namespace's TTL or hop
+// limit, so that a datagram expires where it would have without gopasta
+// on the way (traceroute's probes find the routers beyond the host, whose
+// ICMP time-exceeded errors drainErrors relays). A multicast destination
+// takes the multicast option, which the kernel uses for it instead of
+// IP_TTL. It reports whether the socket took it.
+func (e *Engine) udpSetTTL(f *Flow, ttl uint8) bool {
+	dst := f.HostAddr()
+	level, opt := unix.IPPROTO_IP, unix.IP_TTL
+	switch {
+	case dst.Is6() && dst.IsMulticast():
+		level, opt = unix.IPPROTO_IPV6, unix.IPV6_MULTICAST_HOPS
+	case dst.Is6():
+		level, opt = unix.IPPROTO_IPV6, unix.IPV6_UNICAST_HOPS
+	case dst.IsMulticast():
+		opt = unix.IP_MULTICAST_TTL
+	}
+	if err := e.sys.setsockoptInt(f.Fd, level, opt, int(ttl)); err != nil {
+		if e.debug {
+			e.log.Debug("udp: TTL not set", "dst", dst, "ttl", ttl, "err", err)
+		}
+		return false
+	}
+	f.ttl = ttl
+	return true
 }
 
 // udpChecksumOK verifies a datagram's checksum (0 is "none" in IPv4 only).
@@ -283,31 +232,48 @@ func udpBurst(last int) int {
 	return sock.Burst(udpBatch, last)
 }
 
-// receive turns one recvmmsg batch of host datagrams into frames, received
-// straight into the transmit buffers behind room for the headers.
+// udpRecv reads one recvmmsg batch of datagrams from host socket fd, of
+// family v6, into r: at most udpBurst(last) of them (last: the largest
+// datagram of fd's previous batch), each received straight into a transmit
+// buffer at l4Offset+UDPMinimumSize, behind room for the headers, and cut
+// short (MSG_TRUNC) past udpMaxPayload. from asks for each datagram's
+// addresses (RecvBatch.SetFrom), which a listener needs. It returns the
+// buffers and how many datagrams came: none on EAGAIN or an error, which
+// a later event reports again.
+func (e *Engine) udpRecv(fd int, v6 bool, last uint32, r *sock.RecvBatch, from bool) (bs [][]byte, n int) {
+	off := l4Offset(v6) + header.UDPMinimumSize
+	maxPay := e.udpMaxPayload(v6)
+	bs = e.txBufs(udpBurst(int(last)))
+	for i, b := range bs {
+		if from {
+			r.SetFrom(i, b[off:off+maxPay])
+		} else {
+			r.Set(i, b[off:off+maxPay])
+		}
+	}
+	n, err := e.sys.recvmmsg(fd, r.Msgs[:len(bs)])
+	if err != nil {
+		return bs, 0
+	}
+	return bs, n
+}
+
+// receive turns one recvmmsg batch of host datagrams into frames (udpRecv).
 // Datagrams larger than udpMaxPayload are dropped and counted.
 func (u *udpTr) receive(e *Engine, idx int32) {
 	f := e.flow(idx)
-	off := l4Offset(f.v6) + header.UDPMinimumSize
-	maxPay := e.udpMaxPayload(f.v6)
-	bs := e.txBufs(udpBurst(int(f.udpLast)))
-	for i, b := range bs {
-		u.recvIov[i].Base = &b[off]
-		u.recvIov[i].SetLen(maxPay)
-		u.recvMsgs[i].Hdr = unix.Msghdr{Iov: &u.recvIov[i], Iovlen: 1}
-	}
-	n, err := e.sys.recvmmsg(f.Fd, u.recvMsgs[:len(bs)])
-	if err != nil || n == 0 {
+	bs, n := e.udpRecv(f.Fd, f.v6, f.udpLast, u.recv, false)
+	if n == 0 {
 		return // EAGAIN, or a pending error that EPOLLERR reports
 	}
 	w, last := 0, uint32(0)
 	for i := range n {
-		last = max(last, u.recvMsgs[i].Len)
-		if u.recvMsgs[i].Hdr.Flags&unix.MSG_TRUNC != 0 {
+		last = max(last, u.recv.Msgs[i].Len)
+		if u.recv.Msgs[i].Hdr.Flags&unix.MSG_TRUNC != 0 {
 			e.drop(DropTooBig)
 			continue
 		}
-		fl, m := e.udpFrame(bs[i], f, int(u.recvMsgs[i].Len))
+		fl, m := e.udpFrame(bs[i], f, int(u.recv.Msgs[i].Len))
 		e.txCommitFrom(bs, i, w, fl, m)
 		w++
 	}
@@ -337,7 +303,7 @@ func (e *Engine) udpMaxPayload(v6 bool) int {
 // returns its length.
 func (e *Engine) udpFrame(b []byte, f *Flow, n int) (int, *header.VirtioNetHdrFields) {
 	l4len := header.UDPMinimumSize + n
-	o := e.writeHeaders(b, f.v6, header.ProtocolUDP, f.DstAddr, f.NSAddr, l4len)
+	o := e.writeHeaders(b, f.v6, header.ProtocolUDP, f.DstAddr(), f.NSAddr(), l4len)
 	ud := header.UDP(b[o : o+l4len])
 	ud.Encode(f.DstPort, f.NSPort, uint16(l4len))
 	ps := pseudoSum(b, f.v6, header.ProtocolUDP, l4len)

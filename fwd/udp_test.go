@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -184,7 +185,7 @@ type recvRecorder struct {
 	holdFd int
 }
 
-func (r *recvRecorder) recvmmsg(fd int, m []mmsghdr) (int, error) {
+func (r *recvRecorder) recvmmsg(fd int, m []unix.Mmsghdr) (int, error) {
 	r.mu.Lock()
 	h := r.hold
 	if h != nil && fd == r.holdFd {
@@ -330,7 +331,7 @@ type sendRecorder struct {
 	msgs   []string
 }
 
-func (r *sendRecorder) sendmmsg(fd int, m []mmsghdr) (int, error) {
+func (r *sendRecorder) sendmmsg(fd int, m []unix.Mmsghdr) (int, error) {
 	if r.refuse != nil && m[0].Hdr.Controllen != 0 {
 		return 0, r.refuse
 	}
@@ -456,5 +457,83 @@ func setMTU(t *testing.T, ifname string, mtu int) {
 	ifr.SetUint32(uint32(mtu))
 	if err := unix.IoctlIfreq(fd, unix.SIOCSIFMTU, ifr); err != nil {
 		t.Fatalf("set %s MTU %d: %v", ifname, mtu, err)
+	}
+}
+
+// withTTL returns a copy of frame fr with its IPv4 TTL or IPv6 hop limit
+// set to ttl (the IPv4 header checksum fixed; no transport checksum covers
+// it).
+func withTTL(fr []byte, ttl uint8) []byte {
+	fr = slices.Clone(fr)
+	if header.Ethernet(fr).Type() == header.EtherTypeIPv6 {
+		header.IPv6(fr[header.EthernetMinimumSize:]).SetHopLimit(ttl)
+		return fr
+	}
+	ip := header.IPv4(fr[header.EthernetMinimumSize:])
+	ip.SetTTL(ttl)
+	ip.SetChecksum(0)
+	ip.SetChecksum(ip.CalculateChecksum())
+	return fr
+}
+
+// sendSys is callSys that records sendmmsg too, with the datagrams each
+// message array carries.
+type sendSys struct{ *callSys }
+
+func (s *sendSys) sendmmsg(fd int, m []unix.Mmsghdr) (int, error) {
+	n := 0
+	for _, msg := range m {
+		n += int(msg.Hdr.Iovlen)
+	}
+	s.calls = append(s.calls, fmt.Sprintf("sendmmsg %d", n))
+	return s.fakeSys.sendmmsg(fd, m)
+}
+
+// TestUDPTTL: a flow's datagrams leave with the TTL or hop limit the
+// namespace sent them with (passt a7775e9): the socket takes each new value
+// before the datagrams that carry it (runs of one value still go in one
+// sendmmsg), keeps it for the next cycle, and a TTL of 0, which no wire
+// carries, is dropped. A multicast destination takes the multicast option.
+func TestUDPTTL(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		src, dst netip.Addr
+		opt      string
+	}{
+		{"ipv4", ns4, ext, "IP_TTL"},
+		{"ipv6", ns6, netip.MustParseAddr("2001:db8::7"), "IPV6_UNICAST_HOPS"},
+		{"ipv4 multicast", ns4, netip.MustParseAddr("239.255.255.250"), "IP_MULTICAST_TTL"},
+		{"ipv6 multicast", ns6, netip.MustParseAddr("ff05::c"), "IPV6_MULTICAST_HOPS"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := newDriven(t, Options{})
+			sys := &sendSys{&callSys{fakeSys: d.sys}}
+			d.e.sys = sys
+			fr := udpFrame(tc.src, tc.dst, 33434, 9, []byte("probe"))
+			var batch [][]byte
+			for _, ttl := range []uint8{64, 64, 1, 1, 2, 0, 64} {
+				batch = append(batch, withTTL(fr, ttl))
+			}
+			d.cycle(batch...)
+			first := slices.IndexFunc(sys.calls, func(c string) bool { return strings.HasPrefix(c, "watch") })
+			got := sys.calls[first+1:]
+			want := []string{
+				"setsockopt " + tc.opt + "=64", "sendmmsg 2",
+				"setsockopt " + tc.opt + "=1", "sendmmsg 2",
+				"setsockopt " + tc.opt + "=2", "sendmmsg 1",
+				"setsockopt " + tc.opt + "=64", "sendmmsg 1",
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("got calls\n\t%s\nwant\n\t%s", strings.Join(got, "\n\t"), strings.Join(want, "\n\t"))
+			}
+			if got := d.e.Stats().Drops[DropBadIP]; got != 1 {
+				t.Errorf("bad-ip drops: got %d, want 1 (the TTL 0 datagram)", got)
+			}
+			sys.calls = nil
+			d.cycle(withTTL(fr, 64), withTTL(fr, 64))
+			if want := []string{"sendmmsg 2"}; !slices.Equal(sys.calls, want) {
+				t.Errorf("next cycle, same TTL: got calls %q, want %q", sys.calls, want)
+			}
+		})
 	}
 }

@@ -3,7 +3,6 @@ package fwd
 import (
 	"net/netip"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -98,42 +97,29 @@ func (e *Engine) handedOver(l *listener, local, peer netip.AddrPort) {
 	l.handed[handedKey{local, peer}] = e.now + spliceLateWindow
 }
 
-// udpListenerBatch moves one recvmmsg batch from a UDP listener: how many
-// datagrams it read, of how many it asked for, and whether a loopback peer
-// got its own socket.
+// udpListenerBatch moves one recvmmsg batch from a UDP listener (udpRecv):
+// how many datagrams it read, of how many it asked for, and whether a
+// loopback peer got its own socket.
 func (e *Engine) udpListenerBatch(l *listener) (n, asked int, created bool) {
 	t := &e.lst
-	off := l4Offset(l.V6) + header.UDPMinimumSize
-	maxPay := e.udpMaxPayload(l.V6)
-	bs := e.txBufs(udpBurst(int(l.udpLast)))
-	for i, b := range bs {
-		t.iov[i].Base = &b[off]
-		t.iov[i].SetLen(maxPay)
-		t.msgs[i].Hdr = unix.Msghdr{
-			Name:    (*byte)(unsafe.Pointer(&t.names[i])),
-			Namelen: uint32(unsafe.Sizeof(t.names[i])),
-			Iov:     &t.iov[i], Iovlen: 1,
-			Control: &t.ctl[i][0],
-		}
-		t.msgs[i].Hdr.SetControllen(len(t.ctl[i]))
-	}
-	n, err := e.sys.recvmmsg(l.Fd, t.msgs[:len(bs)])
-	if err != nil || n == 0 {
+	bs, n := e.udpRecv(l.Fd, l.V6, l.udpLast, t.recv, true)
+	if n == 0 {
 		return 0, len(bs), false
 	}
+	off := l4Offset(l.V6) + header.UDPMinimumSize
 	to, toOK := target(l)
 	w := 0
 	l.udpLast = 0
 	for i := range n {
-		m := &t.msgs[i]
+		m := &t.recv.Msgs[i]
 		l.udpLast = max(l.udpLast, m.Len)
 		if m.Hdr.Flags&unix.MSG_TRUNC != 0 {
 			e.drop(DropTooBig)
 			continue
 		}
 		ln := int(m.Len)
-		peer := sock.AddrPortOf(&t.names[i])
-		local := netip.AddrPortFrom(sock.PktDst(t.ctl[i][:m.Hdr.Controllen], l.Local.Addr()), l.Local.Port())
+		peer := t.recv.From(i)
+		local := netip.AddrPortFrom(t.recv.To(i, l.Local.Addr()), l.Local.Port())
 		if t.canSplice(l, peer.Addr()) {
 			created = e.spliceDatagram(l, local, peer, bs[i][off:off+ln]) || created
 			continue
@@ -150,7 +136,7 @@ func (e *Engine) udpListenerBatch(l *listener) (n, asked int, created bool) {
 			if idx < 0 {
 				continue
 			}
-		} else if e.flow(idx).HostAddr != peer.Addr() {
+		} else if e.flow(idx).HostAddr() != peer.Addr() {
 			// Another host peer already appears as this namespace
 			// peer (see acceptTCP).
 			e.drop(DropHostSocket)
@@ -172,7 +158,7 @@ func (e *Engine) udpFromHost(l *listener, local, peer, nsSide, nsPeer netip.Addr
 		return -1
 	}
 	f := e.flow(idx)
-	f.HostAddr = peer.Addr()
+	f.setHostAddr(peer.Addr())
 	fd, err := e.udpReplySocket(l, local, peer, idx)
 	if err == nil {
 		if err = e.sys.watch(fd, idx, f.gen, unix.EPOLLIN); err != nil {
@@ -181,6 +167,7 @@ func (e *Engine) udpFromHost(l *listener, local, peer, nsSide, nsPeer netip.Addr
 	}
 	if err != nil {
 		e.drop(DropHostSocket)
+		e.refused(protoUDP, err)
 		if e.debug {
 			e.log.Debug("udp: no reply socket", "peer", peer, "err", err)
 		}
@@ -195,17 +182,16 @@ func (e *Engine) udpFromHost(l *listener, local, peer, nsSide, nsPeer netip.Addr
 // udpReplySocket is the peer's own socket (sock.Reply) with ICMP errors
 // queued on it (IP_RECVERR), which udp.go turns into ICMP for the
 // namespace; setup is the flow it is for, if it has one yet, else -1.
+// With --freebind it binds with IP_FREEBIND, as the listener did: the
+// address the peer sent to may be one the host does not have configured
+// (an IPv6 address of a local route, which bind(2) refuses otherwise).
 func (e *Engine) udpReplySocket(l *listener, local, peer netip.AddrPort, setup int32) (int, error) {
-	fd, err := sock.Reply(local, l.BindIf, peer)
+	fd, err := sock.ReplyWith(local, peer, sock.ReplyOptions{Ifname: l.BindIf, Freebind: e.opts.Freebind})
 	if err != nil {
 		e.outOfDescriptors(err, setup)
 		return -1, err
 	}
-	if l.V6 {
-		e.sys.setsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_RECVERR, 1)
-	} else {
-		e.sys.setsockoptInt(fd, unix.IPPROTO_IP, unix.IP_RECVERR, 1)
-	}
+	e.recvErr(fd, l.V6)
 	return fd, nil
 }
 
@@ -234,6 +220,7 @@ func (e *Engine) spliceDatagram(l *listener, local, peer netip.AddrPort, data []
 	fd, err := e.udpReplySocket(l, local, peer, -1)
 	if err != nil {
 		e.drop(DropHostSocket)
+		e.refused(protoUDP, err)
 		return false
 	}
 	c.Fd = fd

@@ -4,11 +4,12 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gopasta/gopasta/internal/nstest"
 )
 
 // TestListenerSpliceUDPBursts: fifty loopback peers in turn send a burst
@@ -67,7 +68,7 @@ func TestListenerSpliceUDPBursts(t *testing.T) {
 				continue
 			default:
 			}
-			seq = append(seq, drainFor(t, sc.Fd, 20*time.Millisecond)...)
+			seq = append(seq, nstest.ReadDatagrams(t, sc.Fd, 20*time.Millisecond, 0)...)
 		}
 		// Both stay open to the end, as a flow's would: a later burst
 		// from the same port would be the same flow.
@@ -109,24 +110,4 @@ func indexIn(b int, d []byte, count int) int {
 		return -1
 	}
 	return i
-}
-
-// drainFor reads what fd holds, waiting up to wait for the first datagram.
-func drainFor(t *testing.T, fd int, wait time.Duration) [][]byte {
-	t.Helper()
-	var out [][]byte
-	buf := make([]byte, 2048)
-	timeout := int(wait / time.Millisecond)
-	for {
-		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		if k, err := unix.Poll(pfd, timeout); err != nil || k == 0 {
-			return out
-		}
-		timeout = 0
-		m, _, err := unix.Recvfrom(fd, buf, unix.MSG_DONTWAIT)
-		if err != nil {
-			t.Fatalf("reading the peer's socket: %v", os.NewSyscallError("recvfrom", err))
-		}
-		out = append(out, append([]byte(nil), buf[:m]...))
-	}
 }

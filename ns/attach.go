@@ -1,5 +1,8 @@
 package ns
 
+// Attach mode's targets: a --netns argument or a process's namespaces turned
+// into paths that are checked to be network namespaces.
+
 import (
 	"errors"
 	"fmt"

@@ -1,5 +1,8 @@
 package ns
 
+// The errors of this package: sentinels, and EnterError with a hint in plain
+// words.
+
 import (
 	"errors"
 	"fmt"

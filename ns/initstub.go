@@ -1,5 +1,9 @@
 package ns
 
+// The spawned namespaces' init: it sets the namespaces up, runs the command
+// as its child, forwards signals, reaps orphans and exits with the command's
+// status.
+
 import (
 	"errors"
 	"fmt"

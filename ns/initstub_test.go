@@ -2,16 +2,16 @@ package ns
 
 import (
 	"context"
-	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gopasta/gopasta/internal/nstest"
 )
 
 // Spawn re-executes /proc/self/exe, which in tests is the test binary: turn
@@ -40,22 +40,7 @@ func asNobody(t *testing.T) bool {
 	if os.Getuid() != 0 {
 		t.Skip("switching to uid 65534 needs root")
 	}
-	// The go test binary sits in a 0700 build directory: copy it where
-	// uid 65534 can execute it.
-	dir, err := os.MkdirTemp("", "gopasta-ns-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "ns.test")
-	copyFile(t, self, bin, 0o755)
+	bin := nstest.SelfBinary(t) // one uid 65534 can execute
 
 	parts := strings.Split(t.Name(), "/")
 	for i, p := range parts {
@@ -115,25 +100,6 @@ func hostUID(t *testing.T) int {
 	inside, _ := strconv.Atoi(f[0])
 	outside, _ := strconv.Atoi(f[1])
 	return os.Getuid() - inside + outside
-}
-
-func copyFile(t *testing.T, from, to string, mode os.FileMode) {
-	t.Helper()
-	src, err := os.Open(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	dst, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(dst, src); err != nil {
-		t.Fatal(err)
-	}
-	if err := dst.Close(); err != nil {
-		t.Fatal(err)
-	}
 }
 
 func TestWithoutStubEnv(t *testing.T) {

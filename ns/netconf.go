@@ -1,5 +1,8 @@
 package ns
 
+// --config-net on the namespace's interface: loopback up, then MTU, MAC,
+// addresses and routes over rtnetlink.
+
 import (
 	"errors"
 	"fmt"

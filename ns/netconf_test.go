@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gopasta/gopasta/internal/nstest"
 	"github.com/gopasta/gopasta/ns"
 	"github.com/gopasta/gopasta/tap"
 )
@@ -98,7 +99,7 @@ func (l ipLink) global() (addrs []string, tentative []string) {
 // as --config-net does: discover in the "host", then open a TAP named like
 // the template interface in the "namespace" and configure it.
 func TestConfigureInterface(t *testing.T) {
-	restore := tmplEnterNetns(t)
+	restore := nstest.EnterNetns(t)
 	tmplHost(t)
 	tmpl, err := ns.DiscoverTemplate(ns.TemplateOptions{})
 	restore()
@@ -175,7 +176,7 @@ func TestConfigureInterface(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			defer tmplEnterNetns(t)()
+			defer nstest.EnterNetns(t)()
 			if err := ns.LoopbackUp(); err != nil {
 				t.Fatalf("LoopbackUp: %v", err)
 			}
@@ -237,7 +238,7 @@ func TestConfigureInterface(t *testing.T) {
 }
 
 func TestConfigureInterfaceErrors(t *testing.T) {
-	defer tmplEnterNetns(t)()
+	defer nstest.EnterNetns(t)()
 	for _, tc := range []struct {
 		name string
 		nc   ns.NetConfig
@@ -279,30 +280,11 @@ func TestTemplateRootless(t *testing.T) {
 			t.Skipf("%s not installed", tool)
 		}
 	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// go test's build directory is 0700; uid 65534 needs its own copy.
-	dir, err := os.MkdirTemp("", "gopasta-ns-template-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	data, err := os.ReadFile(self)
-	if err == nil {
-		err = os.Chmod(dir, 0o755)
-	}
-	if err == nil {
-		err = os.WriteFile(dir+"/ns.test", data, 0o755)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := nstest.SelfBinary(t) // one uid 65534 can execute
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-		"unshare", "-Urn", dir+"/ns.test", "-test.v", "-test.count=1",
+		"unshare", "-Urn", bin, "-test.v", "-test.count=1",
 		"-test.run=^(TestDiscoverTemplate|TestDiscoverTemplateMissingInterface|TestConfigureInterface|TestConfigureInterfaceErrors)$")
 	cmd.Env = append(os.Environ(), tmplChildEnv+"=1")
 	cmd.Dir = "/"

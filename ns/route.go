@@ -1,5 +1,8 @@
 package ns
 
+// Routes as gopasta copies them between namespaces, and their rtnetlink
+// messages.
+
 import (
 	"fmt"
 	"net"

@@ -1,5 +1,9 @@
 package ns
 
+// Spawn mode: the namespace init started with new user, network, UTS, IPC,
+// mount and PID namespaces, its id maps, and the re-execution in a user
+// namespace of our own.
+
 import (
 	"errors"
 	"fmt"

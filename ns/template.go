@@ -1,5 +1,8 @@
 package ns
 
+// The host's template interface, whose addresses, routes, MTU and MAC the
+// namespace imitates, and local mode where there is none.
+
 import (
 	"errors"
 	"fmt"

@@ -7,43 +7,14 @@ import (
 	"net"
 	"net/netip"
 	"os/exec"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gopasta/gopasta/internal/nstest"
 	"github.com/gopasta/gopasta/ns"
-	"golang.org/x/sys/unix"
 )
-
-// tmplEnterNetns locks the calling goroutine to its thread and moves the
-// thread into a fresh, anonymous network namespace (anonymous, so tests
-// running concurrently on this machine cannot collide on names). The
-// returned func moves it back; if that fails the thread stays locked and
-// dies with the goroutine rather than being reused in the wrong namespace.
-func tmplEnterNetns(t *testing.T) (restore func()) {
-	t.Helper()
-	runtime.LockOSThread()
-	orig, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		runtime.UnlockOSThread()
-		t.Skipf("cannot open own netns: %v", err)
-	}
-	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-		unix.Close(orig)
-		runtime.UnlockOSThread()
-		t.Skipf("unshare(CLONE_NEWNET) needs CAP_SYS_ADMIN: %v", err)
-	}
-	return func() {
-		defer unix.Close(orig)
-		if err := unix.Setns(orig, unix.CLONE_NEWNET); err != nil {
-			t.Errorf("restore netns: %v (thread left locked)", err)
-			return
-		}
-		runtime.UnlockOSThread()
-	}
-}
 
 // tmplIP runs ip(8) as a fixture tool from the locked thread, whose
 // network namespace the child inherits.
@@ -136,6 +107,12 @@ func TestDiscoverTemplate(t *testing.T) {
 	}
 	hostRoutes4 := []string{"0.0.0.0/0 via 192.0.2.254", "192.0.2.0/24", "198.51.100.0/24 via 192.0.2.253"}
 	hostRoutes6 := []string{"2001:db8::/64", "::/0 via 2001:db8::fe"}
+	sideOnly := want{ // the template of the side interface, which has no default route
+		if4: sideIf, if6: sideIf,
+		addrs4: pfx(sideAddr), addrs6: pfx("2001:db8:1::1/64"),
+		routes4: []string{"203.0.113.0/24"}, routes6: []string{"2001:db8:1::/64"},
+		mtu: 1500,
+	}
 	for _, tc := range []struct {
 		name  string
 		setup func(t *testing.T)
@@ -170,12 +147,7 @@ func TestDiscoverTemplate(t *testing.T) {
 			name:  "-i forces an interface without default route",
 			setup: func(t *testing.T) { tmplHost(t); tmplSide(t) },
 			opts:  ns.TemplateOptions{Interface: sideIf},
-			want: want{
-				if4: sideIf, if6: sideIf,
-				addrs4: pfx(sideAddr), addrs6: pfx("2001:db8:1::1/64"),
-				routes4: []string{"203.0.113.0/24"}, routes6: []string{"2001:db8:1::/64"},
-				mtu: 1500,
-			},
+			want:  sideOnly,
 		},
 		{
 			name:  "--outbound-if4 picks the IPv4 template only",
@@ -192,12 +164,7 @@ func TestDiscoverTemplate(t *testing.T) {
 		{
 			name:  "only non-default routes",
 			setup: tmplSide,
-			want: want{
-				if4: sideIf, if6: sideIf,
-				addrs4: pfx(sideAddr), addrs6: pfx("2001:db8:1::1/64"),
-				routes4: []string{"203.0.113.0/24"}, routes6: []string{"2001:db8:1::/64"},
-				mtu: 1500,
-			},
+			want:  sideOnly,
 		},
 		{
 			name:  "no routes: local mode",
@@ -238,7 +205,7 @@ func TestDiscoverTemplate(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			defer tmplEnterNetns(t)()
+			defer nstest.EnterNetns(t)()
 			tc.setup(t)
 			got, err := ns.DiscoverTemplate(tc.opts)
 			if err != nil {
@@ -291,7 +258,7 @@ func TestDiscoverTemplateMissingInterface(t *testing.T) {
 		{OutboundIf6: "gpnosuch0"},
 	} {
 		t.Run("", func(t *testing.T) {
-			defer tmplEnterNetns(t)()
+			defer nstest.EnterNetns(t)()
 			_, err := ns.DiscoverTemplate(opts)
 			if !errors.Is(err, ns.ErrNoTemplateInterface) {
 				t.Fatalf("DiscoverTemplate(%+v): got %v, want ErrNoTemplateInterface", opts, err)

@@ -1,5 +1,8 @@
 package ns
 
+// The namespace thread: a goroutine locked to an OS thread that joined a
+// network namespace and never leaves it.
+
 import (
 	"fmt"
 	"os"

@@ -1,5 +1,8 @@
 package ns
 
+// Joining a network namespace needs CAP_SYS_ADMIN in our own user namespace:
+// the check, and the re-execution through nsenter into the owner's.
+
 import (
 	"errors"
 	"fmt"

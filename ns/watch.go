@@ -1,5 +1,7 @@
 package ns
 
+// Noticing that a namespace went away, for attach mode's exit.
+
 import (
 	"context"
 	"errors"

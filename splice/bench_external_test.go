@@ -9,6 +9,9 @@ import (
 	"os/exec"
 	"testing"
 	"time"
+
+	"github.com/gopasta/gopasta/internal/nstest"
+	"github.com/gopasta/gopasta/internal/sock"
 )
 
 // BenchmarkExternal puts the proxy between two other processes (iperf3
@@ -63,7 +66,7 @@ func externalBench(b *testing.B, iperf string, streams int, forward func(*testin
 // command line args gives, and waits until it listens there.
 func startServer(b *testing.B, path string, args func(addr netip.AddrPort) []string) netip.AddrPort {
 	b.Helper()
-	addr := freePort(b)
+	addr := netip.AddrPortFrom(sock.Loopback(false), nstest.FreePort(b, "127.0.0.1:0"))
 	ctx, cancel := context.WithCancel(context.Background())
 	srv := exec.CommandContext(ctx, path, args(addr)...)
 	if err := srv.Start(); err != nil {
@@ -78,13 +81,6 @@ func startServer(b *testing.B, path string, args func(addr netip.AddrPort) []str
 // iperfServer is iperf3 -s's command line for startServer.
 func iperfServer(addr netip.AddrPort) []string {
 	return []string{"-s", "-B", addr.Addr().String(), "-p", fmt.Sprint(addr.Port())}
-}
-
-// freePort reserves a loopback port by binding and closing it.
-func freePort(b *testing.B) netip.AddrPort {
-	l := listen(b)
-	defer l.Close()
-	return addrPort(b, l.Addr())
 }
 
 // iperfClient moves size bytes over streams connections to port and

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gopasta/gopasta/internal/nstest"
 	"github.com/gopasta/gopasta/internal/sock"
 )
 
@@ -105,14 +106,14 @@ func crrClient(rr string, to netip.AddrPort) (int64, float64, error) {
 // spliceLoops runs loops Forwarders, each with its own listener on one
 // loopback port (SO_REUSEPORT), splicing to back; it returns the port.
 func spliceLoops(b *testing.B, loops int, back netip.AddrPort) netip.AddrPort {
-	front := freePort(b)
+	front := netip.AddrPortFrom(sock.Loopback(false), nstest.FreePort(b, "127.0.0.1:0"))
 	for range loops {
 		r := newRig(b, Options{})
 		fd, err := sock.Listen{Addr: front.Addr(), Port: front.Port(), ReusePort: true}.Open()
 		if err != nil {
 			b.Fatalf("listen %v: %v", front, err)
 		}
-		if _, err := r.f.AddTCPListener(TCPListener{Fd: fd, Dial: func() (int, error) { return sock.Dial(false, back) }}); err != nil {
+		if _, err := r.f.AddTCPListener(TCPListener{Fd: fd, Dial: func(netip.AddrPort) (int, error) { return sock.Dial(false, back) }}); err != nil {
 			b.Fatalf("AddTCPListener: %v", err)
 		}
 	}

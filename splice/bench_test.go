@@ -22,19 +22,22 @@ import (
 
 type connector func(b *testing.B) (client, server *net.TCPConn)
 
+// dialAccept connects to l and returns both ends.
+func dialAccept(b *testing.B, l net.Listener) (dialled, accepted *net.TCPConn) {
+	c, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := l.Accept()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c.(*net.TCPConn), s.(*net.TCPConn)
+}
+
 func directConnector(b *testing.B) connector {
 	l := listen(b)
-	return func(b *testing.B) (*net.TCPConn, *net.TCPConn) {
-		c, err := net.Dial("tcp", l.Addr().String())
-		if err != nil {
-			b.Fatal(err)
-		}
-		s, err := l.Accept()
-		if err != nil {
-			b.Fatal(err)
-		}
-		return c.(*net.TCPConn), s.(*net.TCPConn)
-	}
+	return func(b *testing.B) (*net.TCPConn, *net.TCPConn) { return dialAccept(b, l) }
 }
 
 func spliceConnector(b *testing.B, opts Options) connector {
@@ -45,24 +48,10 @@ func spliceConnector(b *testing.B, opts Options) connector {
 func ioCopyConnector(b *testing.B) connector {
 	front, back := listen(b), listen(b)
 	return func(b *testing.B) (*net.TCPConn, *net.TCPConn) {
-		c, err := net.Dial("tcp", front.Addr().String())
-		if err != nil {
-			b.Fatal(err)
-		}
-		in, err := front.Accept()
-		if err != nil {
-			b.Fatal(err)
-		}
-		out, err := net.Dial("tcp", back.Addr().String())
-		if err != nil {
-			b.Fatal(err)
-		}
-		s, err := back.Accept()
-		if err != nil {
-			b.Fatal(err)
-		}
-		pipeConns(in.(*net.TCPConn), out.(*net.TCPConn))
-		return c.(*net.TCPConn), s.(*net.TCPConn)
+		c, in := dialAccept(b, front)
+		out, s := dialAccept(b, back)
+		pipeConns(in, out)
+		return c, s
 	}
 }
 
@@ -187,17 +176,7 @@ func BenchmarkPingPong(b *testing.B) {
 			c, s := tc.mk(b)(b)
 			defer c.Close()
 			defer s.Close()
-			go func() {
-				buf := make([]byte, 64)
-				for {
-					if _, err := io.ReadFull(s, buf); err != nil {
-						return
-					}
-					if _, err := s.Write(buf); err != nil {
-						return
-					}
-				}
-			}()
+			go echo64(s)
 			msg, buf := make([]byte, 64), make([]byte, 64)
 			b.ReportAllocs()
 			b.ResetTimer()

@@ -11,10 +11,10 @@
 // elsewhere (the engine's loopback peers of -t and -u) are handed over
 // with AddTCP and AddUDP from any goroutine.
 //
-// Why not io.Copy between *net.TCPConn (which splices too)? Measured with
-// the peers in other processes, as in real use, this loop moved a single
-// stream 8-15% faster with less CPU and answered 64-byte round trips with
-// 30% less CPU (BenchmarkExternal, BenchmarkExternalPingPong). io.Copy only
-// wins when the peers are goroutines of the same process, where the Go
-// scheduler can run proxy and peers on one thread without wake-ups.
+// Why not io.Copy between *net.TCPConn (which splices too)? With the
+// peers in other processes, as in real use, this loop moves a stream
+// faster and answers small round trips with less CPU (BenchmarkExternal,
+// BenchmarkExternalPingPong; docs/architecture.md, "Splice path"). io.Copy
+// only wins when the peers are goroutines of the same process, where the
+// Go scheduler can run proxy and peers on one thread without wake-ups.
 package splice

@@ -1,8 +1,13 @@
 package splice
 
+// The errors a Forwarder returns: closed, a table full, a socket it cannot
+// take.
+
 import (
 	"errors"
 	"fmt"
+
+	"github.com/gopasta/gopasta/internal/limit"
 )
 
 // ErrClosed is returned by Add* once the Forwarder has been closed.
@@ -32,3 +37,19 @@ func (e *SocketError) Error() string {
 }
 
 func (e *SocketError) Unwrap() error { return e.Err }
+
+// refused counts a connection or flow of kind k that err refused, when err
+// is a limit: out of descriptors or memory, or a bounded table full.
+func (f *Forwarder) refused(k limit.Kind, err error) {
+	res, ok := limit.Of(err)
+	var le *LimitError
+	if errors.As(err, &le) {
+		res, ok = limit.Flows, true
+	}
+	if ok {
+		f.opts.Refusals.Refuse(k, res)
+	}
+	if ok && res == limit.Descriptors {
+		f.pool.drain()
+	}
+}

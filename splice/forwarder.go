@@ -1,5 +1,8 @@
 package splice
 
+// The Forwarder: construction, the epoll loop (Run), hand-overs from other
+// goroutines, the timer, and Close.
+
 import (
 	"context"
 	"errors"
@@ -11,7 +14,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gopasta/gopasta/internal/faults"
 	"github.com/gopasta/gopasta/internal/slots"
+	"github.com/gopasta/gopasta/internal/sock"
 	"github.com/gopasta/gopasta/internal/yield"
 )
 
@@ -80,7 +85,9 @@ type Forwarder struct {
 	ctr      counters
 
 	epfd, wakefd, timerfd int
-	retryfd               int // one-shot: paused listeners (listen.go)
+	retryfd               int         // one-shot: paused listeners (listen.go)
+	retryAt               int64       // f.now the retry timer is armed for; 0: not armed
+	reserve               *sock.Spare // out of descriptors, to refuse waiting connections (listen.go)
 
 	lst listenTable
 
@@ -95,19 +102,22 @@ type Forwarder struct {
 
 	// Loop-owned state below; only the Run goroutine (or Close after Run
 	// has returned) touches it.
-	events   []unix.EpollEvent
-	spare    []pendingAdd
-	tcp      slots.Table[tcpConn]
-	udp      slots.Table[udpFlow]
-	again    []int // TCP slots whose pump ran out of budget
-	again2   []int
-	now      int64         // nanoseconds since base, refreshed each cycle
-	cycles   uint64        // cycles run, for listeners telling a queue from a single connection
-	yield    yield.Yielder // a Gosched every few ms, so sysmon leaves the loop's P alone
-	base     time.Time
-	timerOn  bool
-	udpBatch *mmsgBatch
-	keyed    map[UDPKey]int32 // flows added with AddUDPPeer, by name (udp.go)
+	events  []unix.EpollEvent
+	spare   []pendingAdd
+	tcp     slots.Table[tcpConn]
+	udp     slots.Table[udpFlow]
+	again   []int // TCP slots whose pump ran out of budget
+	again2  []int
+	now     int64         // nanoseconds since base, refreshed each cycle
+	cycles  uint64        // cycles run, for listeners telling a queue from a single connection
+	yield   yield.Yielder // a Gosched every few ms, so sysmon leaves the loop's P alone
+	base    time.Time
+	timerOn bool
+	// tickLost and retryLost: arming the tick or the retry timer failed,
+	// and the loop does their work itself (timersLost) until it is armed.
+	tickLost, retryLost bool
+	udpBatch            *mmsgBatch
+	keyed               map[UDPKey]int32 // flows added with AddUDPPeer, by name (udp.go)
 }
 
 type pendingAdd struct {
@@ -122,7 +132,7 @@ type pendingAdd struct {
 // the loop; call Run.
 func NewForwarder(opts Options) (*Forwarder, error) {
 	if opts.PipeSize < 0 || opts.PipePool < 0 || opts.MaxTCP < 0 || opts.MaxUDP < 0 ||
-		opts.IdleTimeout < 0 || opts.UDPTimeout < 0 || opts.UDPReplyTimeout < 0 || opts.UDPBatch < 0 {
+		opts.IdleTimeout < 0 || opts.UDPTimeout < 0 || opts.UDPStreamTimeout < 0 || opts.UDPBatch < 0 {
 		return nil, errors.New("splice: negative option")
 	}
 	if opts.PipePool == 0 {
@@ -138,8 +148,8 @@ func NewForwarder(opts Options) (*Forwarder, error) {
 	if opts.UDPTimeout == 0 {
 		opts.UDPTimeout = DefaultUDPTimeout
 	}
-	if opts.UDPReplyTimeout == 0 {
-		opts.UDPReplyTimeout = DefaultUDPReplyTimeout
+	if opts.UDPStreamTimeout == 0 {
+		opts.UDPStreamTimeout = DefaultUDPStreamTimeout
 	}
 	if opts.UDPBatch == 0 {
 		opts.UDPBatch = 32
@@ -181,6 +191,7 @@ func (f *Forwarder) setup() error {
 	if f.retryfd, err = unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC); err != nil {
 		return fmt.Errorf("splice: timerfd_create: %w", err)
 	}
+	f.reserve = sock.NewSpare(f.wakefd)
 	for _, r := range []struct{ fd, kind int }{{f.wakefd, kindWake}, {f.timerfd, kindTimer}, {f.retryfd, kindRetry}} {
 		ev := tag(r.kind, 0, 0, 0)
 		ev.Events = unix.EPOLLIN
@@ -273,11 +284,7 @@ func (f *Forwarder) Run(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		timeout := -1
-		if len(f.again) > 0 {
-			timeout = 0
-		}
-		n, err := unix.EpollWait(f.epfd, f.events, timeout)
+		n, err := unix.EpollWait(f.epfd, f.events, f.waitTimeout())
 		if err != nil {
 			if err == unix.EINTR {
 				continue
@@ -287,7 +294,38 @@ func (f *Forwarder) Run(ctx context.Context) error {
 		f.now = int64(time.Since(f.base))
 		f.cycles++
 		f.cycle(f.events[:n])
+		f.timersLost()
 		f.yield.Maybe(f.now)
+	}
+}
+
+// waitTimeout is epoll_wait's timeout in milliseconds: none while
+// connections have work left over, and a bounded one while a timer the
+// loop needs could not be armed (timersLost), else infinite.
+func (f *Forwarder) waitTimeout() int {
+	switch {
+	case len(f.again) > 0:
+		return 0
+	case f.retryLost:
+		return int(sock.MinAcceptBackoff / time.Millisecond)
+	case f.tickLost:
+		return int(tickEvery / time.Millisecond)
+	}
+	return -1
+}
+
+// timersLost does the work of a timer that could not be armed
+// (timerfd_settime failed): paused listeners are retried and idle flows
+// expired from the loop's own wake-ups, which waitTimeout bounds, until
+// the timer is armed again.
+func (f *Forwarder) timersLost() {
+	if f.retryLost {
+		f.retryListeners()
+	}
+	if f.tickLost {
+		f.tickLost = false
+		f.tick()
+		f.armTimer()
 	}
 }
 
@@ -364,8 +402,10 @@ func (f *Forwarder) armTimer() {
 		Interval: unix.NsecToTimespec(int64(tickEvery)),
 		Value:    unix.NsecToTimespec(int64(tickEvery)),
 	}
-	if err := unix.TimerfdSettime(f.timerfd, 0, &it, nil); err == nil {
+	if err := setTimer(f.timerfd, &it); err == nil {
 		f.timerOn = true
+	} else {
+		f.tickLost = true
 	}
 }
 
@@ -392,8 +432,8 @@ func (f *Forwarder) tick() {
 		}
 		need = true
 		limit := f.opts.UDPTimeout
-		if u.seen[0] && u.seen[1] {
-			limit = f.opts.UDPReplyTimeout
+		if u.seen[1] > 0 && (u.seen[0] > 1 || u.seen[1] > 1) {
+			limit = f.opts.UDPStreamTimeout
 		}
 		if f.now-u.last > int64(limit) {
 			f.udpClose(slot)
@@ -401,7 +441,7 @@ func (f *Forwarder) tick() {
 	}
 	if !need && f.timerOn {
 		var it unix.ItimerSpec
-		if err := unix.TimerfdSettime(f.timerfd, 0, &it, nil); err == nil {
+		if err := setTimer(f.timerfd, &it); err == nil {
 			f.timerOn = false
 		}
 	}
@@ -464,6 +504,9 @@ func (f *Forwarder) release(kind int) {
 }
 
 func (f *Forwarder) closeFds() {
+	if f.reserve != nil {
+		f.reserve.Close()
+	}
 	for _, fd := range []*int{&f.epfd, &f.wakefd, &f.timerfd, &f.retryfd} {
 		closeFd(*fd)
 		*fd = -1
@@ -474,4 +517,22 @@ func closeFd(fd int) {
 	if fd >= 0 {
 		unix.Close(fd)
 	}
+}
+
+// epollAdd registers fd with the loop's epoll, where a test build may
+// inject a failure (package faults).
+func (f *Forwarder) epollAdd(fd int, ev *unix.EpollEvent) error {
+	if err := faults.At(faults.EpollCtl); err != nil {
+		return err
+	}
+	return unix.EpollCtl(f.epfd, unix.EPOLL_CTL_ADD, fd, ev)
+}
+
+// setTimer is timerfd_settime(2) on fd, where a test build may inject a
+// failure (package faults).
+func setTimer(fd int, it *unix.ItimerSpec) error {
+	if err := faults.At(faults.TimerfdSettime); err != nil {
+		return err
+	}
+	return unix.TimerfdSettime(fd, 0, it, nil)
 }

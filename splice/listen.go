@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gopasta/gopasta/internal/limit"
 	"github.com/gopasta/gopasta/internal/slots"
 	"github.com/gopasta/gopasta/internal/sock"
 )
@@ -18,7 +19,7 @@ import (
 // listeners of -T and -U (whose peers are always local), and with
 // --splice-only the host's listeners of -t and -u. They live on the
 // forwarder's loop, so a connection is accepted, its other side dialled
-// and its bytes pumped on one thread, with no hand-over between threads.
+// and its bytes pumped on one goroutine, with no hand-over between them.
 //
 // The listener table has a mutex because listeners come and go from other
 // goroutines (auto forwarding's scanner): RemoveListener closes the socket
@@ -31,10 +32,15 @@ type TCPListener struct {
 	// Fd is bound and listening; the Forwarder owns it from
 	// AddTCPListener on (and closes it on error too).
 	Fd int
+	// Local is the address Fd is bound to. Bound to any address (or
+	// unknown), each connection's own is asked of the kernel.
+	Local netip.AddrPort
 	// Dial opens the other side's socket of a new connection, connected
-	// or connecting (sock.Dial). It runs on the loop: it must not wait
-	// for the connection to be established.
-	Dial func() (int, error)
+	// or connecting (sock.Dial); local is the address and port the
+	// connection reached (a loopback address of 127.0.0.0/8, for a
+	// listener bound to any address on lo). It runs on the loop: it must
+	// not wait for the connection to be established.
+	Dial func(local netip.AddrPort) (int, error)
 }
 
 // UDPListener is a bound UDP socket whose peers become spliced flows.
@@ -47,12 +53,13 @@ type UDPListener struct {
 	Ifname string
 	// Reply opens a peer's own socket where the listener is (sock.Reply
 	// in the listener's namespace): local is the address the peer sent
-	// to. nil: sock.Reply on the loop's thread.
+	// to. nil: sock.Reply on the loop.
 	Reply func(local, peer netip.AddrPort) (int, error)
-	// Dial opens the other side's socket, connected to the target; peer
-	// is the flow's peer on the listener's side, whose port the socket
-	// should keep (sock.DialUDPFrom).
-	Dial func(peer netip.AddrPort) (int, error)
+	// Dial opens the other side's socket, connected to the target; local
+	// is the address and port the flow's first datagram was sent to, and
+	// peer the flow's peer on the listener's side, whose port (and
+	// loopback address) the socket should keep (sock.DialUDPFrom).
+	Dial func(local, peer netip.AddrPort) (int, error)
 }
 
 // ListenerID names a listener for RemoveListener.
@@ -85,17 +92,7 @@ type listenTable struct {
 	mu  sync.Mutex
 	ls  slots.Table[listener]
 	acc sock.Acceptor
-
-	// Scratch for UDP listener reads.
-	names []unix.RawSockaddrAny
-	ctl   [][64]byte
 }
-
-// Accept backoff bounds.
-const (
-	minAcceptBackoff = 5 * time.Millisecond
-	maxAcceptBackoff = time.Second
-)
 
 // AddTCPListener serves l on the loop; safe from any goroutine.
 func (f *Forwarder) AddTCPListener(l TCPListener) (ListenerID, error) {
@@ -141,7 +138,7 @@ func (f *Forwarder) addListener(l listener, fd int) (ListenerID, error) {
 	*s = l
 	ev := tag(kindListen, 0, int(slot), l.gen)
 	ev.Events = unix.EPOLLIN
-	if err := unix.EpollCtl(f.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+	if err := f.epollAdd(fd, &ev); err != nil {
 		s.active = false
 		t.ls.Release(slot)
 		unix.Close(fd)
@@ -223,27 +220,32 @@ func (f *Forwarder) acceptTCP(slot int32) {
 	l.acceptedIn = f.cycles
 	for range batch {
 		fd, _, err := t.acc.Accept(l.tcp.Fd)
-		switch {
-		case err == nil:
-		case err == unix.EAGAIN:
-			l.backoff = 0
-			return
-		case sock.AcceptRetry(err):
-			continue
-		default:
-			// Out of descriptors or memory: the connection waits in
-			// the backlog. Retrying at once would spin on a
-			// level-triggered listener; giving up would leave the port
-			// bound but dead.
-			l.backoff = min(max(2*l.backoff, minAcceptBackoff), maxAcceptBackoff)
-			f.log.Debug("splice: accept failed, retrying", "fd", l.tcp.Fd, "err", err, "in", l.backoff)
-			f.pauseListener(slot)
+		if err != nil {
+			if errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE) {
+				f.pool.drain() // idle pipes give way to the refusals
+			}
+			switch f.reserve.AcceptFailed(err, l.tcp.Fd, &t.acc, &l.backoff, f.opts.Refusals) {
+			case sock.AcceptAgain:
+				continue
+			case sock.AcceptPause:
+				f.log.Debug("splice: accept failed, retrying", "fd", l.tcp.Fd, "err", err, "in", l.backoff)
+				f.pauseListener(slot)
+			}
 			return
 		}
-		other, err := l.tcp.Dial()
+		local := l.tcp.Local
+		if a := local.Addr(); !a.IsValid() || a.IsUnspecified() {
+			if local, err = t.acc.Local(fd); err != nil {
+				f.log.Debug("splice: a connection's own address", "err", err)
+				sock.Abort(fd)
+				continue
+			}
+		}
+		other, err := l.tcp.Dial(local)
 		if err != nil {
 			f.log.Debug("splice: cannot reach the target", "err", err)
 			sock.Abort(fd)
+			f.refused(limit.TCP, err)
 			continue
 		}
 		if err := f.openTCP(fd, other); err != nil {
@@ -265,22 +267,27 @@ func (f *Forwarder) pauseListener(slot int32) {
 	f.armRetry(l.backoff)
 }
 
-// armRetry makes the retry timer fire within d.
+// armRetry makes the retry timer fire within d. The loop remembers when
+// it armed the timer for (retryAt), so that no system call asks.
 func (f *Forwarder) armRetry(d time.Duration) {
-	var cur unix.ItimerSpec
-	if unix.TimerfdGettime(f.retryfd, &cur) == nil {
-		left := time.Duration(cur.Value.Nano())
-		if left > 0 && left <= d {
-			return
-		}
+	d = max(d, time.Millisecond)
+	at := f.now + int64(d)
+	if f.retryAt != 0 && f.retryAt <= at {
+		return
 	}
-	it := unix.ItimerSpec{Value: unix.NsecToTimespec(int64(max(d, time.Millisecond)))}
-	_ = unix.TimerfdSettime(f.retryfd, 0, &it, nil)
+	it := unix.ItimerSpec{Value: unix.NsecToTimespec(int64(d))}
+	if setTimer(f.retryfd, &it) == nil {
+		f.retryAt = at
+	} else {
+		f.retryLost = true
+	}
 }
 
 // retryListeners puts paused listeners whose backoff has passed back into
 // epoll, and re-arms the timer for the others.
 func (f *Forwarder) retryListeners() {
+	f.retryAt = 0 // the one-shot timer fired (or was lost)
+	f.retryLost = false
 	t := &f.lst
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -345,37 +352,25 @@ func (f *Forwarder) udpListenerBatch(slot int32) (n int, created bool) {
 	t := &f.lst
 	l := &t.ls.Items[slot]
 	b := f.udpBatch
-	if t.names == nil {
-		t.names = make([]unix.RawSockaddrAny, len(b.msgs))
-		t.ctl = make([][64]byte, len(b.msgs))
-	}
 	for i := range b.msgs {
-		b.iovs[i].SetLen(udpBufSize)
-		b.msgs[i].Len = 0
-		h := &b.msgs[i].Hdr
-		h.Name = (*byte)(unsafe.Pointer(&t.names[i]))
-		h.Namelen = uint32(unsafe.Sizeof(t.names[i]))
-		h.Control = &t.ctl[i][0]
-		h.SetControllen(len(t.ctl[i]))
+		b.recv.SetFrom(i, b.bufs[i])
 	}
-	n, err := mmsg(unix.SYS_RECVMMSG, l.udp.Fd, b.msgs, unix.MSG_DONTWAIT)
+	n, err := sock.Mmsg(unix.SYS_RECVMMSG, l.udp.Fd, b.msgs, unix.MSG_DONTWAIT)
 	for i := range n {
 		m := &b.msgs[i]
 		if m.Hdr.Flags&unix.MSG_TRUNC != 0 {
 			f.ctr.udpDrops.Add(1)
 			continue
 		}
-		peer := sock.AddrPortOf(&t.names[i])
-		local := netip.AddrPortFrom(sock.PktDst(t.ctl[i][:m.Hdr.Controllen], l.udp.Local.Addr()), l.udp.Local.Port())
+		peer := b.recv.From(i)
+		local := netip.AddrPortFrom(b.recv.To(i, l.udp.Local.Addr()), l.udp.Local.Port())
 		if f.udpFromListener(slot, local, peer, b.bufs[i][:m.Len]) {
 			created = true
 		}
 	}
 	// Flows read with the same batch: no name, no control.
 	for i := range b.msgs {
-		h := &b.msgs[i].Hdr
-		h.Name, h.Namelen, h.Control = nil, 0, nil
-		h.SetControllen(0)
+		b.recv.Set(i, b.bufs[i])
 	}
 	_ = err // EAGAIN, or an error a later event reports again
 	return n, created
@@ -398,19 +393,22 @@ func (f *Forwarder) udpFromListener(slot int32, local, peer netip.AddrPort, data
 	if err != nil {
 		f.ctr.udpDrops.Add(1)
 		f.log.Debug("splice: udp reply socket", "peer", peer, "err", err)
+		f.refused(limit.UDP, err)
 		return false
 	}
-	b, err := l.udp.Dial(peer)
+	b, err := l.udp.Dial(local, peer)
 	if err != nil {
 		unix.Close(a)
 		f.ctr.udpDrops.Add(1)
 		f.log.Debug("splice: udp: cannot reach the target", "err", err)
+		f.refused(limit.UDP, err)
 		return false
 	}
 	s, err := f.openUDP(a, b)
 	if err != nil {
 		f.ctr.udpDrops.Add(1)
 		f.log.Debug("splice: udp", "err", err)
+		f.refused(limit.UDP, err)
 		return false
 	}
 	u := &f.udp.Items[s]
@@ -425,7 +423,7 @@ func (f *Forwarder) udpFromListener(slot int32, local, peer netip.AddrPort, data
 // for that side, if it has one (udp.go).
 func (f *Forwarder) udpSendOther(s int, data []byte) {
 	u := &f.udp.Items[s]
-	u.seen[0] = true
+	u.seen[0] = min(u.seen[0]+1, 2)
 	u.last = f.now
 	if len(u.pend[1]) > 0 {
 		f.udpHold(s, 1, data)

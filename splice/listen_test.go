@@ -7,13 +7,14 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"os"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gopasta/gopasta/internal/limit"
+	"github.com/gopasta/gopasta/internal/nstest"
 	"github.com/gopasta/gopasta/internal/sock"
 )
 
@@ -30,7 +31,7 @@ func tcpListenerTo(t *testing.T, r *rig, dst netip.AddrPort) (netip.AddrPort, Li
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := r.f.AddTCPListener(TCPListener{Fd: fd, Dial: func() (int, error) { return sock.Dial(false, dst) }})
+	id, err := r.f.AddTCPListener(TCPListener{Fd: fd, Dial: func(netip.AddrPort) (int, error) { return sock.Dial(false, dst) }})
 	if err != nil {
 		t.Fatalf("AddTCPListener: %v", err)
 	}
@@ -38,8 +39,8 @@ func tcpListenerTo(t *testing.T, r *rig, dst netip.AddrPort) (netip.AddrPort, Li
 }
 
 // echoBack serves l: every connection gets back what it sent. It outlives
-// accept failures (TestTCPListenerAcceptRetries starves the process of
-// descriptors) and ends when l is closed.
+// accept failures (TestTCPListenerRefusesOutOfDescriptors starves the
+// process of descriptors) and ends when l is closed.
 func echoBack(l net.Listener) {
 	for {
 		c, err := l.Accept()
@@ -148,7 +149,7 @@ func TestTCPListenerDialFails(t *testing.T) {
 	addr := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(sa.(*unix.SockaddrInet4).Port))
 	back := addrPort(t, r.back.Addr())
 	go echoBack(r.back)
-	if _, err := r.f.AddTCPListener(TCPListener{Fd: fd, Dial: func() (int, error) {
+	if _, err := r.f.AddTCPListener(TCPListener{Fd: fd, Dial: func(netip.AddrPort) (int, error) {
 		if fails.Load() {
 			return -1, unix.ECONNREFUSED
 		}
@@ -172,11 +173,14 @@ func TestTCPListenerDialFails(t *testing.T) {
 	}
 }
 
-// TestTCPListenerAcceptRetries: a listener whose accept fails for lack of
-// descriptors keeps serving once they are back, instead of leaving the
-// port bound and dead or spinning.
-func TestTCPListenerAcceptRetries(t *testing.T) {
-	r := newRig(t, Options{})
+// TestTCPListenerRefusesOutOfDescriptors: a connection that waits on a
+// listener while the process has no descriptor left is refused with a
+// reset (the loop's spare descriptor takes it off the queue), counted as
+// a refusal, and the listener serves the next connection once descriptors
+// are back, rather than leaving the port bound and dead or spinning.
+func TestTCPListenerRefusesOutOfDescriptors(t *testing.T) {
+	refusals := &limit.Refusals{}
+	r := newRig(t, Options{Refusals: refusals})
 	go echoBack(r.back)
 	addr, _ := tcpListenerTo(t, r, addrPort(t, r.back.Addr()))
 	if err := roundTrip(addr, "before"); err != nil {
@@ -189,42 +193,36 @@ func TestTCPListenerAcceptRetries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var old unix.Rlimit
-	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
-		t.Fatal(err)
-	}
-	lowest, err := unix.Dup(0)
+	var got [1]byte
+	var rerr error
+	nstest.RunOutOfDescriptors(t, func() {
+		err = unix.Connect(cfd, &unix.SockaddrInet4{Port: int(addr.Port()), Addr: addr.Addr().As4()})
+		if err == nil {
+			tv := unix.NsecToTimeval(int64(testTimeout))
+			unix.SetsockoptTimeval(cfd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+			_, rerr = unix.Read(cfd, got[:])
+		}
+	})
+	unix.Close(cfd)
 	if err != nil {
-		t.Fatal(err)
-	}
-	unix.Close(lowest)
-	low := old
-	low.Cur = uint64(lowest) // every descriptor below is in use: none left
-	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &low); err != nil {
-		t.Fatal(err)
-	}
-	err = unix.Connect(cfd, &unix.SockaddrInet4{Port: int(addr.Port()), Addr: addr.Addr().As4()})
-	time.Sleep(200 * time.Millisecond) // accept fails a few times
-	if rerr := unix.Setrlimit(unix.RLIMIT_NOFILE, &old); rerr != nil {
-		t.Fatal(rerr)
-	}
-	if err != nil {
-		unix.Close(cfd)
 		t.Fatalf("connect: %v", err)
 	}
-	f := os.NewFile(uintptr(cfd), "client")
-	c, err := net.FileConn(f)
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
+	if rerr != unix.ECONNRESET {
+		t.Errorf("a connection that waited while accept failed with EMFILE: got read error %v, want ECONNRESET", rerr)
 	}
-	defer c.Close()
-	c.SetDeadline(deadlineIn())
-	c.Write([]byte("waited"))
-	c.(*net.TCPConn).CloseWrite()
-	got, err := io.ReadAll(c)
-	if err != nil || string(got) != "waited" {
-		t.Errorf("a connection that waited while accept failed with EMFILE: got %q, %v; want it served once descriptors are back (%+v)", got, err, r.f.Stats())
+	// The loop counts the refusal after the reset, which the client
+	// may have read first.
+	err = nstest.WaitFor(2*time.Second, func() error {
+		if n := refusals.Totals()[limit.TCP]; n != 1 {
+			return fmt.Errorf("refused TCP connections: got %d, want 1", n)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Error(err)
+	}
+	if err := roundTrip(addr, "after"); err != nil {
+		t.Errorf("once descriptors are back: %v (%+v)", err, r.f.Stats())
 	}
 }
 
@@ -236,20 +234,9 @@ func udpListenerTo(t *testing.T, r *rig, lo netip.Addr, dst netip.AddrPort) neti
 	if err != nil {
 		t.Fatal(err)
 	}
-	sa, err := unix.Getsockname(fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var port int
-	switch sa := sa.(type) {
-	case *unix.SockaddrInet4:
-		port = sa.Port
-	case *unix.SockaddrInet6:
-		port = sa.Port
-	}
-	local := netip.AddrPortFrom(lo, uint16(port))
+	local := nstest.LocalAddr(t, fd)
 	if _, err := r.f.AddUDPListener(UDPListener{Fd: fd, V6: lo.Is6(), Local: local,
-		Dial: func(peer netip.AddrPort) (int, error) { return sock.DialUDPFrom(dst, peer.Port()) }}); err != nil {
+		Dial: func(_, peer netip.AddrPort) (int, error) { return sock.DialUDPFrom(dst, peer) }}); err != nil {
 		t.Fatalf("AddUDPListener: %v", err)
 	}
 	return local

@@ -1,82 +1,26 @@
 package splice
 
 import (
-	"errors"
 	"net"
 	"net/netip"
-	"os"
-	"runtime"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gopasta/gopasta/internal/nstest"
 	"github.com/gopasta/gopasta/internal/sock"
 )
 
-// nsThread is a goroutine locked to an OS thread that unshared a fresh
-// network namespace: the test's stand-in for gopasta's namespace thread.
-type nsThread struct {
-	work chan func()
-	ino  uint64 // inode of the namespace, to prove it differs
-}
-
-func newNSThread(t *testing.T) *nsThread {
+// newNSThread is a thread in a fresh network namespace: the test's
+// stand-in for gopasta's namespace thread.
+func newNSThread(t *testing.T) *nstest.NetnsThread {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to unshare a network namespace (run as root to cover namespace crossing)")
+	nstest.RequireRoot(t)
+	ns := nstest.NewNetnsThread(t)
+	if err := ns.Fresh(); err != nil {
+		t.Skipf("no network namespace of the test's own: %v", err)
 	}
-	ns := &nsThread{work: make(chan func())}
-	started := make(chan error, 1)
-	go func() {
-		// Never unlocked: the thread dies with the goroutine instead of
-		// going back to the scheduler in the wrong namespace.
-		runtime.LockOSThread()
-		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-			started <- err
-			return
-		}
-		var st unix.Stat_t
-		if err := unix.Stat("/proc/thread-self/ns/net", &st); err != nil {
-			started <- err
-			return
-		}
-		ns.ino = st.Ino
-		started <- loUp()
-		for fn := range ns.work {
-			fn()
-		}
-	}()
-	if err := <-started; err != nil {
-		if errors.Is(err, unix.EPERM) {
-			t.Skipf("unshare(CLONE_NEWNET) not permitted here: %v", err)
-		}
-		t.Fatalf("namespace thread: %v", err)
-	}
-	t.Cleanup(func() { close(ns.work) })
 	return ns
-}
-
-func (ns *nsThread) do(fn func()) {
-	done := make(chan struct{})
-	ns.work <- func() { fn(); close(done) }
-	<-done
-}
-
-func loUp() error {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	ifr, err := unix.NewIfreq("lo")
-	if err != nil {
-		return err
-	}
-	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
-		return err
-	}
-	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
-	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
 }
 
 // TestAcrossNamespaces: a client on the test's 127.0.0.1 reaches a server
@@ -88,14 +32,14 @@ func TestAcrossNamespaces(t *testing.T) {
 	if err := unix.Stat("/proc/thread-self/ns/net", &hostSt); err != nil {
 		t.Fatal(err)
 	}
-	if hostSt.Ino == ns.ino {
-		t.Fatalf("namespace thread is in the test's namespace (inode %d)", ns.ino)
+	if hostSt.Ino == ns.Ino() {
+		t.Fatalf("namespace thread is in the test's namespace (inode %d)", ns.Ino())
 	}
 
 	// The service inside the namespace.
 	var inner net.Listener
 	var err error
-	ns.do(func() { inner, err = net.Listen("tcp", "127.0.0.1:0") })
+	ns.Do(func() { inner, err = net.Listen("tcp", "127.0.0.1:0") })
 	if err != nil {
 		t.Fatalf("listen in namespace: %v", err)
 	}
@@ -105,7 +49,7 @@ func TestAcrossNamespaces(t *testing.T) {
 	r := newRig(t, Options{})
 	// Port forwarding's dial: socket creation on the namespace thread.
 	nsDial := func(dst netip.AddrPort) (fd int, err error) {
-		ns.do(func() { fd, err = dialTCP(dst) })
+		ns.Do(func() { fd, err = dialTCP(dst) })
 		return fd, err
 	}
 	c, a := r.accepted(t)
@@ -136,7 +80,7 @@ func TestAcrossNamespaces(t *testing.T) {
 	defer hostSrv.Close()
 	var nsClient *net.UDPConn
 	var nsSide int
-	ns.do(func() {
+	ns.Do(func() {
 		if nsClient, err = net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)}); err != nil {
 			return
 		}

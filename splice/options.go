@@ -1,15 +1,21 @@
 package splice
 
+// Options of a Forwarder and their defaults.
+
 import (
 	"log/slog"
 	"time"
+
+	"github.com/gopasta/gopasta/internal/limit"
 )
 
-// UDP flow timeouts, as conntrack (and pasta) use them: a flow that only
-// ever saw traffic one way is dropped sooner than one that got answers.
+// UDP flow timeouts, conntrack's defaults (nf_conntrack_udp_timeout and
+// nf_conntrack_udp_timeout_stream): a flow that is not a stream (traffic
+// one way, or one datagram and its answer) is dropped sooner than one
+// that is.
 const (
-	DefaultUDPTimeout      = 30 * time.Second
-	DefaultUDPReplyTimeout = 120 * time.Second
+	DefaultUDPTimeout       = 30 * time.Second
+	DefaultUDPStreamTimeout = 120 * time.Second
 )
 
 // Options configure a Forwarder. The zero value is usable.
@@ -30,8 +36,13 @@ type Options struct {
 	// IdleTimeout closes a TCP connection with no bytes moved for this long;
 	// 0 means never (spliced connections are ended by their peers).
 	IdleTimeout time.Duration
-	// UDPTimeout and UDPReplyTimeout default to 30 s and 120 s.
-	UDPTimeout, UDPReplyTimeout time.Duration
+	// UDPTimeout and UDPStreamTimeout are how long a UDP flow lives
+	// without traffic, and how long once it is a stream: answered, and
+	// either side sent more than once (a batch at a time on its own
+	// sockets, a datagram at a time on a listener), as pasta counts.
+	// They default to 30 s and 120 s; the caller passes the host's
+	// conntrack timeouts.
+	UDPTimeout, UDPStreamTimeout time.Duration
 	// UDPBatch is how many datagrams one recvmmsg/sendmmsg moves at most
 	// (default 32); a flow reads fewer while its datagrams are large: at
 	// most 64 KiB of them, judged by the largest datagram of its last
@@ -39,4 +50,8 @@ type Options struct {
 	UDPBatch int
 	// Logger gets connection errors at debug level; nil discards.
 	Logger *slog.Logger
+	// Refusals counts the connections and flows refused at a limit
+	// (descriptors, memory, MaxTCP, MaxUDP) and logs their episodes;
+	// nil counts nothing. The process's other loops share it.
+	Refusals *limit.Refusals
 }

@@ -41,15 +41,7 @@ func runPeer(mode string) error {
 			}
 			go func() {
 				defer c.Close()
-				buf := make([]byte, 64)
-				for {
-					if _, err := io.ReadFull(c, buf); err != nil {
-						return
-					}
-					if _, err := c.Write(buf); err != nil {
-						return
-					}
-				}
+				echo64(c)
 			}()
 		}
 	}
@@ -128,5 +120,18 @@ func BenchmarkExternalPingPong(b *testing.B) {
 			b.ReportMetric(float64(ns)/float64(b.N), "rtt-ns")
 			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "proxy-cpu-ns/op")
 		})
+	}
+}
+
+// echo64 sends each 64-byte message c brings back to it, until c fails.
+func echo64(c net.Conn) {
+	buf := make([]byte, 64)
+	for {
+		if _, err := io.ReadFull(c, buf); err != nil {
+			return
+		}
+		if _, err := c.Write(buf); err != nil {
+			return
+		}
 	}
 }

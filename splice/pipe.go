@@ -1,5 +1,8 @@
 package splice
 
+// The pipes spliced TCP moves bytes through: their size, probed once, and
+// the pool that reuses them.
+
 import (
 	"fmt"
 	"os"
@@ -8,6 +11,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gopasta/gopasta/internal/faults"
 )
 
 // DefaultPipeSize is the F_SETPIPE_SZ target. A bigger pipe means fewer
@@ -102,6 +107,9 @@ func (pp *pipePool) get() (*pipe, error) {
 	pp.mu.Unlock()
 
 	var fds [2]int
+	if err := faults.At(faults.Pipe2); err != nil {
+		return nil, fmt.Errorf("splice: pipe2: %w", err)
+	}
 	if err := unix.Pipe2(fds[:], unix.O_NONBLOCK|unix.O_CLOEXEC); err != nil {
 		return nil, fmt.Errorf("splice: pipe2: %w", err)
 	}
@@ -134,6 +142,18 @@ func (pp *pipePool) put(p *pipe) {
 	}
 	pp.free = append(pp.free, p)
 	pp.mu.Unlock()
+}
+
+// drain closes the idle pipes: out of descriptors, the two each holds are
+// worth more to a connection than to the cache.
+func (pp *pipePool) drain() {
+	pp.mu.Lock()
+	free := pp.free
+	pp.free = nil
+	pp.mu.Unlock()
+	for _, p := range free {
+		p.close()
+	}
 }
 
 func (pp *pipePool) close() {

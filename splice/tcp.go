@@ -1,10 +1,15 @@
 package splice
 
+// Spliced TCP connections: hand-over and admission, and the pump that moves
+// each direction source to pipe to sink with splice(2).
+
 import (
 	"os"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gopasta/gopasta/internal/faults"
+	"github.com/gopasta/gopasta/internal/limit"
 	"github.com/gopasta/gopasta/internal/sock"
 )
 
@@ -74,6 +79,7 @@ func (f *Forwarder) AddTCP(a, b int) error {
 		if b != a {
 			sock.Abort(b)
 		}
+		f.refused(limit.TCP, err)
 		return err
 	}
 	return nil
@@ -100,6 +106,7 @@ func (f *Forwarder) openTCP(a, b int) error {
 	if err != nil {
 		sock.Abort(a)
 		sock.Abort(b)
+		f.refused(limit.TCP, err)
 		return err
 	}
 	f.startTCP(&p)
@@ -142,9 +149,10 @@ func (f *Forwarder) startTCP(p *pendingAdd) {
 	for side := 0; side < 2; side++ {
 		ev := tag(kindTCP, side, slot, gen)
 		ev.Events = unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET
-		if err := unix.EpollCtl(f.epfd, unix.EPOLL_CTL_ADD, c.fd[side], &ev); err != nil {
-			f.log.Warn("splice: epoll_ctl add tcp socket", "fd", c.fd[side], "err", err)
+		if err := f.epollAdd(c.fd[side], &ev); err != nil {
+			f.log.Debug("splice: epoll_ctl add tcp socket", "fd", c.fd[side], "err", err)
 			f.tcpClose(slot, true)
+			f.refused(limit.TCP, err)
 			return
 		}
 	}
@@ -210,7 +218,7 @@ func (f *Forwarder) tcpMove(c *tcpConn, i int) (more, ok bool) {
 		moved := false
 		if c.readable[i] && !d.eof && p.n < p.size {
 			want := p.size - p.n
-			n, err := unix.Splice(src, nil, p.w, nil, want, spliceFlags)
+			n, err := splice(src, p.w, want)
 			switch {
 			case n > 0:
 				p.n += int(n)
@@ -234,13 +242,18 @@ func (f *Forwarder) tcpMove(c *tcpConn, i int) (more, ok bool) {
 				}
 			case err == unix.EINTR:
 				moved = true
+			case err == unix.ENOMEM:
+				// The kernel could not take a buffer for the pipe: a
+				// shortage of the moment, which must not end an
+				// established connection. The loop comes back to it.
+				return true, true
 			default:
 				f.log.Debug("splice: tcp read", "fd", src, "err", err)
 				return false, false
 			}
 		}
 		if p.n > 0 && c.writable[1-i] {
-			n, err := unix.Splice(p.r, nil, dst, nil, p.n, spliceFlags)
+			n, err := splice(p.r, dst, p.n)
 			switch {
 			case n > 0:
 				p.n -= int(n)
@@ -251,6 +264,8 @@ func (f *Forwarder) tcpMove(c *tcpConn, i int) (more, ok bool) {
 				c.writable[1-i] = false
 			case err == unix.EINTR:
 				moved = true
+			case err == unix.ENOMEM:
+				return true, true // as for the read
 			default:
 				f.log.Debug("splice: tcp write", "fd", dst, "err", err)
 				return false, false
@@ -292,8 +307,20 @@ func (f *Forwarder) tcpClose(slot int, abort bool) {
 	if abort {
 		f.ctr.tcpResets.Add(1)
 	}
+	if !f.reserve.Held() {
+		f.reserve.Renew() // descriptors were just freed
+	}
 	c.active = false
 	f.tcp.Release(int32(slot))
 	f.ctr.tcpActive.Add(^uint64(0))
 	f.reservedTCP.Add(-1)
+}
+
+// splice is splice(2) of up to n bytes from fd in to fd out, where a test
+// build may inject a failure (package faults).
+func splice(in, out, n int) (int64, error) {
+	if err := faults.At(faults.Splice); err != nil {
+		return 0, err
+	}
+	return unix.Splice(in, nil, out, nil, n, spliceFlags)
 }

@@ -1,11 +1,15 @@
 package splice
 
+// Spliced UDP flows: a pair of connected sockets per peer, batches moved
+// with recvmmsg and sendmmsg in segmentation offload runs, and late
+// datagrams from the listener.
+
 import (
 	"net/netip"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gopasta/gopasta/internal/limit"
 	"github.com/gopasta/gopasta/internal/sock"
 )
 
@@ -23,8 +27,11 @@ import (
 // batch, plus the datagrams that reached a listener before the flow had a
 // socket of its own (listen.go, AddUDP's early datagrams).
 type udpFlow struct {
-	fd   [2]int
-	seen [2]bool // datagrams came from this side; both means replied
+	fd [2]int
+	// seen[s] counts the batches (on a listener: the datagrams) read
+	// from side s, up to 2: side 0 started the flow, and it is a stream
+	// once side 1 answered and either side sent more than once.
+	seen [2]uint8
 	// lastLen[s]: the largest datagram of the last batch read from fd[s]
 	// (0: none yet), which bounds the next batch (sock.Burst).
 	lastLen [2]uint32
@@ -51,7 +58,11 @@ type udpFlow struct {
 // mmsgBatch is the loop's one set of datagram buffers, shared by all flows
 // because the loop handles one flow at a time.
 type mmsgBatch struct {
-	msgs []unix.Mmsghdr // recvmmsg's, one datagram each
+	// recv is recvmmsg's message array, one datagram each, with room
+	// for the addresses a listener's datagrams need (listen.go); msgs
+	// and iovs are its messages and their buffers.
+	recv *sock.RecvBatch
+	msgs []unix.Mmsghdr
 	iovs []unix.Iovec
 	bufs [][]byte
 	// send is sendmmsg's view of the same datagrams, in runs that
@@ -62,25 +73,25 @@ type mmsgBatch struct {
 const udpBufSize = 65536 // the largest datagram loopback carries
 
 func newMmsgBatch(n int) *mmsgBatch {
+	recv := sock.NewRecvBatch(n, true)
 	b := &mmsgBatch{
-		msgs: make([]unix.Mmsghdr, n),
-		iovs: make([]unix.Iovec, n),
+		recv: recv,
+		msgs: recv.Msgs,
+		iovs: recv.Iovs,
 		bufs: make([][]byte, n),
 		send: sock.NewGSOBatch(n),
 	}
 	mem := make([]byte, n*udpBufSize)
 	for i := range n {
 		b.bufs[i] = mem[i*udpBufSize : (i+1)*udpBufSize]
-		b.iovs[i].Base = &b.bufs[i][0]
-		b.msgs[i].Hdr.Iov = &b.iovs[i]
-		b.msgs[i].Hdr.SetIovlen(1)
+		recv.Set(i, b.bufs[i])
 	}
 	return b
 }
 
 // AddUDP takes ownership of two connected UDP sockets, one per namespace,
 // and forwards datagrams both ways until the flow times out (Options
-// UDPTimeout, UDPReplyTimeout) or the Forwarder closes. On error both
+// UDPTimeout, UDPStreamTimeout) or the Forwarder closes. On error both
 // sockets are closed. early are datagrams of a's peer that the caller read
 // before a existed (on an unconnected listening socket): the flow takes
 // them over and sends them on b, in order, before anything a receives.
@@ -111,6 +122,7 @@ func (f *Forwarder) AddUDPPeer(key UDPKey, a, b int, early ...[]byte) error {
 		if b != a {
 			closeFd(b)
 		}
+		f.refused(limit.UDP, err)
 		return err
 	}
 	return nil
@@ -207,7 +219,7 @@ func (f *Forwarder) startUDP(p *pendingAdd) int {
 	*u = udpFlow{fd: p.fd, gen: gen, active: true, last: f.now}
 	u.pend[1] = p.data
 	if len(p.data) > 0 {
-		u.seen[0] = true
+		u.seen[0] = 1
 	}
 	if p.key.named() {
 		if f.keyed == nil {
@@ -227,9 +239,10 @@ func (f *Forwarder) startUDP(p *pendingAdd) int {
 	for side := 0; side < 2; side++ {
 		ev := tag(kindUDP, side, slot, gen)
 		ev.Events = u.wants(side)
-		if err := unix.EpollCtl(f.epfd, unix.EPOLL_CTL_ADD, u.fd[side], &ev); err != nil {
-			f.log.Warn("splice: epoll_ctl add udp socket", "fd", u.fd[side], "err", err)
+		if err := f.epollAdd(u.fd[side], &ev); err != nil {
+			f.log.Debug("splice: epoll_ctl add udp socket", "fd", u.fd[side], "err", err)
 			f.udpClose(slot)
+			f.refused(limit.UDP, err)
 			return -1
 		}
 		u.armed[side] = ev.Events
@@ -337,13 +350,13 @@ func (f *Forwarder) udpEvent(slot, side int, events uint32) {
 			b.iovs[i].SetLen(udpBufSize)
 			b.msgs[i].Len = 0
 		}
-		n, err := mmsg(unix.SYS_RECVMMSG, src, b.msgs[:want], unix.MSG_DONTWAIT)
+		n, err := sock.Mmsg(unix.SYS_RECVMMSG, src, b.msgs[:want], unix.MSG_DONTWAIT)
 		if err != nil || n == 0 {
 			// EAGAIN: drained. ECONNREFUSED: a pending ICMP error, now
 			// consumed; level triggering brings us back if data waits.
 			return
 		}
-		u.seen[side] = true
+		u.seen[side] = min(u.seen[side]+1, 2)
 		u.last = f.now
 		last := uint32(0)
 		for i := 0; i < n; i++ {
@@ -354,7 +367,7 @@ func (f *Forwarder) udpEvent(slot, side int, events uint32) {
 		done, failed := 0, false // datagrams sent on, or dropped
 		m := b.send.Fill(b.iovs[:n], !u.noGSO[1-side])
 		for sent := 0; sent < m; {
-			k, err := mmsg(unix.SYS_SENDMMSG, dst, b.send.Msgs[sent:m], unix.MSG_DONTWAIT)
+			k, err := sock.Mmsg(unix.SYS_SENDMMSG, dst, b.send.Msgs[sent:m], unix.MSG_DONTWAIT)
 			switch {
 			case err == nil && k > 0:
 				d, bytes := sock.Datagrams(b.send.Msgs[sent:sent+k]), uint64(0)
@@ -400,19 +413,6 @@ func (f *Forwarder) udpEvent(slot, side int, events uint32) {
 	}
 }
 
-// mmsg wraps recvmmsg/sendmmsg, which x/sys/unix does not: one syscall,
-// no allocation.
-func mmsg(trap uintptr, fd int, msgs []unix.Mmsghdr, flags int) (int, error) {
-	if len(msgs) == 0 {
-		return 0, nil
-	}
-	r, _, e := unix.Syscall6(trap, uintptr(fd), uintptr(unsafe.Pointer(&msgs[0])), uintptr(len(msgs)), uintptr(flags), 0, 0)
-	if e != 0 {
-		return 0, e
-	}
-	return int(r), nil
-}
-
 func (f *Forwarder) udpClose(slot int) {
 	u := &f.udp.Items[slot]
 	f.forgetFlow(u)
@@ -426,6 +426,9 @@ func (f *Forwarder) udpClose(slot int) {
 		_ = unix.EpollCtl(f.epfd, unix.EPOLL_CTL_DEL, u.fd[side], nil)
 		unix.Close(u.fd[side])
 		u.fd[side] = -1
+	}
+	if !f.reserve.Held() {
+		f.reserve.Renew() // descriptors were just freed
 	}
 	u.active = false
 	f.udp.Release(int32(slot))

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gopasta/gopasta/internal/nstest"
 	"github.com/gopasta/gopasta/internal/sock"
 )
 
@@ -114,22 +115,31 @@ func TestUDPBothWays(t *testing.T) {
 	}
 }
 
+// TestUDPTimeout: a flow lives UDPTimeout without traffic, one way or a
+// single exchange (a DNS query and its answer) alike, and UDPStreamTimeout
+// once it is a stream: answered, and either side sent more than once.
 func TestUDPTimeout(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
+		pings   int
 		reply   bool
 		min, to time.Duration
 	}{
-		{"one way", false, 900 * time.Millisecond, 3500 * time.Millisecond},
-		{"answered", true, 1900 * time.Millisecond, 4500 * time.Millisecond},
+		{"one way", 1, false, 900 * time.Millisecond, 3500 * time.Millisecond},
+		{"one way twice", 2, false, 900 * time.Millisecond, 3500 * time.Millisecond},
+		{"one exchange", 1, true, 900 * time.Millisecond, 3500 * time.Millisecond},
+		{"stream", 2, true, 2900 * time.Millisecond, 5500 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newUDPRig(t, Options{UDPTimeout: time.Second, UDPReplyTimeout: 2 * time.Second})
+			r := newUDPRig(t, Options{UDPTimeout: time.Second, UDPStreamTimeout: 3 * time.Second})
 			buf := make([]byte, 100)
-			r.client.WriteToUDP([]byte("ping"), r.front)
-			_, from, err := r.server.ReadFromUDP(buf)
-			if err != nil {
-				t.Fatalf("server receive: %v", err)
+			var from *net.UDPAddr
+			for range tc.pings {
+				r.client.WriteToUDP([]byte("ping"), r.front)
+				var err error
+				if _, from, err = r.server.ReadFromUDP(buf); err != nil {
+					t.Fatalf("server receive: %v", err)
+				}
 			}
 			if tc.reply {
 				r.server.WriteToUDP([]byte("pong"), from)
@@ -332,7 +342,7 @@ func TestUDPEarlyDatagrams(t *testing.T) {
 // named for no flow, or for a closed one, are counted as dropped and sent
 // nowhere.
 func TestUDPLateDatagrams(t *testing.T) {
-	f := newRig(t, Options{UDPTimeout: time.Second, UDPReplyTimeout: time.Second})
+	f := newRig(t, Options{UDPTimeout: time.Second, UDPStreamTimeout: time.Second})
 	p := newUDPPair(t)
 	srv := p.srv
 	key := UDPKey{Local: netipMust("127.0.0.1:4000"), Peer: addrPort(t, p.client.LocalAddr())}
@@ -348,18 +358,8 @@ func TestUDPLateDatagrams(t *testing.T) {
 	if err := f.f.LateUDP(other, []byte("nobody's")); err != nil {
 		t.Fatalf("LateUDP: %v", err)
 	}
+	nstest.ReadFlow(t, srv, "early", "late 1", "", "late 2")
 	buf := make([]byte, 100)
-	var from netip.AddrPort
-	for i, want := range []string{"early", "late 1", "", "late 2"} {
-		n, addr, err := srv.ReadFromUDPAddrPort(buf)
-		if err != nil || string(buf[:n]) != want {
-			t.Fatalf("datagram %d: got %q, %v; want %q", i, buf[:n], err, want)
-		}
-		if i > 0 && addr != from {
-			t.Fatalf("datagram %d: from %v, want %v (the flow's socket)", i, addr, from)
-		}
-		from = addr
-	}
 	waitFor(t, "the drop of the datagram of no flow", testTimeout, func() bool { return f.f.Stats().UDPDrops == 1 })
 	// Once the flow timed out, its name takes no more datagrams.
 	waitFor(t, "the flow's timeout", testTimeout, func() bool { return f.f.Stats().UDPActive == 0 })
@@ -414,7 +414,7 @@ func TestUDPLateClose(t *testing.T) {
 func TestUDPFullSendBuffer(t *testing.T) {
 	ns := newNSThread(t)
 	var tid int
-	ns.do(func() { tid = unix.Gettid() })
+	ns.Do(func() { tid = unix.Gettid() })
 	tc := exec.Command("nsenter", fmt.Sprintf("--net=/proc/%d/task/%d/ns/net", os.Getpid(), tid),
 		"tc", "qdisc", "add", "dev", "lo", "root", "tbf", "rate", "20mbit", "burst", "4k", "limit", "4m")
 	if out, err := tc.CombinedOutput(); err != nil {
@@ -423,7 +423,7 @@ func TestUDPFullSendBuffer(t *testing.T) {
 	var client, srv *net.UDPConn
 	var a, b int
 	var err error
-	ns.do(func() {
+	ns.Do(func() {
 		lo := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)}
 		if client, err = net.ListenUDP("udp", lo); err != nil {
 			return

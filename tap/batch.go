@@ -1,5 +1,8 @@
 package tap
 
+// Batched frame I/O on the TAP: ReadBatch and WriteBatch, allocating
+// nothing.
+
 import (
 	"fmt"
 

@@ -3,6 +3,7 @@ package tap_test
 import (
 	"testing"
 
+	"github.com/gopasta/gopasta/internal/nstest"
 	"github.com/gopasta/gopasta/tap"
 )
 
@@ -10,7 +11,7 @@ import (
 // goroutine; the benchmark function runs on a new goroutine per b.N round,
 // so every round sets up its own and restores with the returned func.
 func benchDevice(tb testing.TB) (*tap.Device, func()) {
-	restore := enterNewNetns(tb)
+	restore := nstest.EnterNetns(tb)
 	d := openTap(tb, tap.Config{Name: "gpbench0", MAC: tapMAC})
 	run(tb, "ip", "link", "set", d.Name(), "up")
 	return d, restore

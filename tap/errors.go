@@ -1,5 +1,8 @@
 package tap
 
+// The errors of opening a TAP: /dev/net/tun unavailable, an interface name
+// the kernel would refuse.
+
 import (
 	"errors"
 	"fmt"

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"net"
+	"net/netip"
 	"os"
 	"strings"
 	"testing"
@@ -16,7 +17,7 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/gopasta/gopasta/internal/header"
+	"github.com/gopasta/gopasta/internal/nstest"
 )
 
 var _ fwd.Link = (*tap.Device)(nil)
@@ -106,7 +107,7 @@ func TestReadWrite(t *testing.T) {
 		{"kernel-named", tap.Config{MAC: tapMAC, NAPI: true, MultiQueue: true}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			defer enterNewNetns(t)()
+			defer nstest.EnterNetns(t)()
 			d := openTap(t, tc.cfg)
 			if os.Getenv(childEnv) != "" {
 				m, _ := os.ReadFile("/proc/self/uid_map")
@@ -139,7 +140,7 @@ func TestReadWrite(t *testing.T) {
 			}
 
 			// Us -> kernel.
-			port := localPort(t, s)
+			port := int(nstest.LocalAddr(t, s).Port())
 			frames := [][]byte{
 				withHdr(tc.hdr, arpReply()),
 				withHdr(tc.hdr, udpFrame(port, []byte("hello from the tap"))),
@@ -175,7 +176,7 @@ func TestUnprivileged(t *testing.T) {
 			t.Skipf("%s not installed: %v", tool, err)
 		}
 	}
-	bin := copyTestBinary(t)
+	bin := nstest.SelfBinary(t)
 	out, err := runCmd(t, 60*time.Second, []string{childEnv + "=1"},
 		"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
 		"unshare", "-Urn", bin, "-test.run=^TestReadWrite$", "-test.v", "-test.count=1")
@@ -236,7 +237,7 @@ func readARPRequest(t *testing.T, d *tap.Device, hdr int) bool {
 	sizes := make([]int, len(bufs))
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
-		if err := waitReadable(d.Fd(), time.Until(deadline)); err != nil {
+		if err := nstest.WaitReadable(d.Fd(), time.Until(deadline)); err != nil {
 			t.Logf("waiting for the ARP request: %v", err)
 			return false
 		}
@@ -279,24 +280,8 @@ func arpReply() []byte {
 }
 
 func udpFrame(dport int, payload []byte) []byte {
-	f := make([]byte, 14+20+8+len(payload))
-	copy(f[0:], tapMAC)
-	copy(f[6:], peerMAC)
-	binary.BigEndian.PutUint16(f[12:], unix.ETH_P_IP)
-	ip := f[14:34]
-	ip[0] = 0x45
-	binary.BigEndian.PutUint16(ip[2:], uint16(20+8+len(payload)))
-	binary.BigEndian.PutUint16(ip[6:], 0x4000) // DF
-	ip[8], ip[9] = 64, unix.IPPROTO_UDP
-	copy(ip[12:], peerIP[:])
-	copy(ip[16:], tapIP[:])
-	binary.BigEndian.PutUint16(ip[10:], ^header.Checksum(ip[:20], 0))
-	udp := f[34:]
-	binary.BigEndian.PutUint16(udp[0:], 40000)
-	binary.BigEndian.PutUint16(udp[2:], uint16(dport))
-	binary.BigEndian.PutUint16(udp[4:], uint16(8+len(payload))) // checksum 0: none, legal on IPv4
-	copy(udp[8:], payload)
-	return f
+	return nstest.UDPFrame(tapMAC, peerMAC, netip.AddrPortFrom(netip.AddrFrom4(peerIP), 40000),
+		netip.AddrPortFrom(netip.AddrFrom4(tapIP), uint16(dport)), payload)
 }
 
 func udpSocket(t *testing.T) int {
@@ -312,17 +297,9 @@ func udpSocket(t *testing.T) int {
 	return s
 }
 
-func localPort(t *testing.T, s int) int {
-	sa, err := unix.Getsockname(s)
-	if err != nil {
-		t.Fatalf("getsockname: %v", err)
-	}
-	return sa.(*unix.SockaddrInet4).Port
-}
-
 func recvTimeout(t *testing.T, s int, d time.Duration) []byte {
 	t.Helper()
-	if err := waitReadable(s, d); err != nil {
+	if err := nstest.WaitReadable(s, d); err != nil {
 		t.Fatalf("waiting for the datagram: %v", err)
 	}
 	buf := make([]byte, 2048)

@@ -1,5 +1,7 @@
 package vhostkern
 
+// The Config a Device is built from, its defaults, and ErrNotSupported.
+
 import (
 	"errors"
 	"fmt"

@@ -2,6 +2,9 @@
 
 package vhostkern
 
+// The Device: /dev/vhost-net wired to the TAP (memory table, queues,
+// eventfds), the fwd.Link methods, Close, and Probe.
+
 import (
 	"encoding/binary"
 	"errors"

@@ -1,5 +1,7 @@
 package vhostkern
 
+// The virtio feature bits vhost-net reports, and their names for logs.
+
 import (
 	"fmt"
 	"strings"

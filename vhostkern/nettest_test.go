@@ -4,17 +4,15 @@ package vhostkern
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net/netip"
 	"os"
 	"testing"
-	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/gopasta/gopasta/internal/header"
+	"github.com/gopasta/gopasta/internal/nstest"
 )
 
 // Plumbing for the kernel tests: a TAP opened directly (not through package
@@ -122,26 +120,9 @@ func udpSocket(t *testing.T, port int) int {
 }
 
 // udpFrame builds Ethernet+IPv4+UDP from the peer to the TAP's address.
-// The UDP checksum is left 0 (none), which IPv4 allows.
 func udpFrame(dstMAC [6]byte, srcPort, dstPort int, payload []byte) []byte {
-	f := make([]byte, 14+20+8+len(payload))
-	copy(f[0:6], dstMAC[:])
-	copy(f[6:12], peerMAC[:])
-	binary.BigEndian.PutUint16(f[12:], 0x0800)
-	ip := f[14:34]
-	ip[0] = 0x45
-	binary.BigEndian.PutUint16(ip[2:], uint16(20+8+len(payload)))
-	ip[8] = 64
-	ip[9] = unix.IPPROTO_UDP
-	copy(ip[12:16], netip.MustParseAddr(peerAddr).AsSlice())
-	copy(ip[16:20], netip.MustParseAddr(tapAddr).AsSlice())
-	binary.BigEndian.PutUint16(ip[10:], ^header.Checksum(ip[:20], 0))
-	udp := f[34:42]
-	binary.BigEndian.PutUint16(udp[0:], uint16(srcPort))
-	binary.BigEndian.PutUint16(udp[2:], uint16(dstPort))
-	binary.BigEndian.PutUint16(udp[4:], uint16(8+len(payload)))
-	copy(f[42:], payload)
-	return f
+	return nstest.UDPFrame(dstMAC[:], peerMAC[:], netip.AddrPortFrom(netip.MustParseAddr(peerAddr), uint16(srcPort)),
+		netip.AddrPortFrom(netip.MustParseAddr(tapAddr), uint16(dstPort)), payload)
 }
 
 // udpPayload returns the payload of a frame from the TAP's address to the
@@ -172,15 +153,4 @@ func payloadFor(seq, size int) []byte {
 	}
 	binary.BigEndian.PutUint32(p, uint32(seq))
 	return p
-}
-
-// waitReadable polls fd for up to d.
-func waitReadable(fd int, d time.Duration) error {
-	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	for {
-		_, err := unix.Poll(pfd, int(d.Milliseconds())+1)
-		if !errors.Is(err, unix.EINTR) {
-			return err
-		}
-	}
 }

@@ -654,8 +654,8 @@ func FuzzRXUsedRing(f *testing.F) {
 // otherwise sleeps; the device delivers bursts at random and, once out of
 // buffers, waits for a kick as vhost's handle_rx does. Whatever the
 // interleaving, no frame may be left in the ring while both sides sleep.
-// (The engine once stopped after a short read that had not armed the call:
-// the ring held frames, the eventfd was clear and the transfer stalled.)
+// (A reader that stops after a short read that has not armed the call
+// stalls: the ring holds frames and the eventfd stays clear.)
 func TestRXEventDrivenReader(t *testing.T) {
 	for _, fs := range featureSets {
 		for seed := uint64(1); seed <= 20; seed++ {

@@ -1,5 +1,7 @@
 package vhostkern
 
+// Frame size limits, the frame length error, and the per-direction counters.
+
 import (
 	"fmt"
 

@@ -96,7 +96,7 @@ func Parse(args []string) (*config.Config, error) {
 }
 
 func runApp(app *cli.App, args []string) error {
-	norm, pos, err := getopt(newOptTable(app.Flags), args[1:])
+	norm, pos, err := normalize(optionTable(app.Flags), args[1:])
 	if err != nil {
 		return err
 	}
@@ -118,7 +118,7 @@ func runApp(app *cli.App, args []string) error {
 // order (see stringSlice).
 const repeatedKey = "gopasta.values"
 
-// repeatedValues collects the values of getopt's normalised options.
+// repeatedValues collects the values of the normalised options.
 func repeatedValues(norm []string) map[string][]string {
 	m := map[string][]string{}
 	for _, a := range norm {

@@ -1,5 +1,8 @@
 package cmdline
 
+// The parsed options turned into a validated config.Config, option group by
+// option group.
+
 import (
 	"fmt"
 	"net/netip"
@@ -349,36 +352,6 @@ func buildOffloads(c *cli.Context, cfg *config.Config) error {
 		}
 	}
 	cfg.TapNAPI = c.Bool("tap-napi")
-	return nil
-}
-
-func buildPorts(c *cli.Context, cfg *config.Config) error {
-	for _, o := range []struct {
-		name     string
-		disabled bool
-		proto    string
-		dst      *config.PortSpec
-	}{
-		{"tcp-ports", cfg.NoTCP, "tcp", &cfg.TCPPorts},
-		{"udp-ports", cfg.NoUDP, "udp", &cfg.UDPPorts},
-		{"tcp-ns", cfg.NoTCP, "tcp", &cfg.TCPNSPorts},
-		{"udp-ns", cfg.NoUDP, "udp", &cfg.UDPNSPorts},
-	} {
-		specs := stringSlice(c, o.name)
-		if len(specs) == 0 {
-			// Left PortsUnset: the engine applies pasta's default (auto),
-			// and for UDP merges in the TCP ports, as config.PortSpec says.
-			continue
-		}
-		if o.disabled {
-			return usagef("--%s given but --no-%s disables %s", o.name, o.proto, strings.ToUpper(o.proto))
-		}
-		ps, err := portOption(o.name, specs)
-		if err != nil {
-			return err
-		}
-		*o.dst = ps
-	}
 	return nil
 }
 

@@ -1,5 +1,8 @@
 package cmdline
 
+// The options as documentation: --help's text and the entries the man page
+// is generated from.
+
 import (
 	"fmt"
 	"io"

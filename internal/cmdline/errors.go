@@ -1,5 +1,8 @@
 package cmdline
 
+// The command line's errors, their one-line messages and their exit
+// statuses.
+
 import (
 	"errors"
 	"fmt"

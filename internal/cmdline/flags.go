@@ -1,5 +1,8 @@
 package cmdline
 
+// The option set: every pasta option with its spelling, category and help
+// text.
+
 import "github.com/urfave/cli/v2"
 
 // Flag categories, in the order the help text and the man page show them.
@@ -103,7 +106,7 @@ func flags() []cli.Flag {
 		boolFlag(catMapping, "no-map-gw", "", "Don't map the gateway address to the host's loopback"),
 		sliceFlag(catMapping, "map-guest-addr", "", "Namespace traffic to `ADDR` goes to the host's own address, or none", "none"),
 
-		sliceFlag(catPorts, "tcp-ports", "t", "Forward host TCP ports to the namespace: `SPEC` is none, auto, or [ADDR[%IF]/]PORTS (repeatable)", "auto"),
+		sliceFlag(catPorts, "tcp-ports", "t", "Forward host TCP ports to the namespace: `SPEC` is none or [ADDR[%IF]/]PORTS, e.g. 8080:80 or 8000-8010,auto (repeatable; PORT FORWARDING in gopasta(1))", "auto"),
 		sliceFlag(catPorts, "udp-ports", "u", "Forward host UDP ports to the namespace, `SPEC` as for -t (repeatable)", "auto"),
 		sliceFlag(catPorts, "tcp-ns", "T", "Forward namespace loopback TCP ports to the host, `SPEC` as for -t (repeatable)", "auto"),
 		sliceFlag(catPorts, "udp-ns", "U", "Forward namespace loopback UDP ports to the host, `SPEC` as for -t (repeatable)", "auto"),
@@ -118,7 +121,7 @@ func flags() []cli.Flag {
 		boolFlag(catNamespace, "no-copy-routes", "", "Deprecated: with --config-net, set up only the default route"),
 		boolFlag(catNamespace, "no-copy-addrs", "", "Deprecated: with --config-net, set up only one address"),
 		stringFlag(catNamespace, "ns-mac-addr", "", "MAC address `ADDR` of the tap interface in the namespace", "chosen by the kernel"),
-		boolFlag(catNamespace, "host-lo-to-ns-lo", "", "Deprecated: connections from the host's loopback appear on the namespace's loopback"),
+		boolFlag(catNamespace, "host-lo-to-ns-lo", "", "Spliced connections to a host loopback address reach the same address in the namespace, not its own address"),
 		boolFlag(catNamespace, "no-splice", "", "Disable the loopback bypass (splice) path"),
 		boolFlag(catNamespace, "splice-only", "", "No tap interface: loopback forwarding only"),
 

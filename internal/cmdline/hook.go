@@ -70,8 +70,8 @@ func (e *ExtraArgsError) Unwrap() error { return e.Err }
 // command line), then "--" and pid. A mistake in extra, or one that extra
 // makes with the hook's options, is an *ExtraArgsError naming source.
 func HookAttach(hook, extra []string, source string, pid int) ([]string, *config.Config, error) {
-	t := newOptTable(flags())
-	base, pos, err := getopt(t, hook)
+	t := optionTable(flags())
+	base, pos, err := normalize(t, hook)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -79,7 +79,7 @@ func HookAttach(hook, extra []string, source string, pid int) ([]string, *config
 		return nil, nil, usagef("--oci-hook takes no PID or command (got %q)", pos[0])
 	}
 	base = slices.DeleteFunc(base, func(a string) bool { return a == "--oci-hook" })
-	more, pos, err := getopt(t, extra)
+	more, pos, err := normalize(t, extra)
 	if err != nil {
 		return nil, nil, &ExtraArgsError{Source: source, Err: err}
 	}

@@ -3,6 +3,7 @@ package cmdline
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"slices"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/gopasta/gopasta/internal/config"
+	"github.com/gopasta/gopasta/internal/fwdrule"
 )
 
 // TestHookCommandLine: --oci-hook alone selects hook mode; the options of
@@ -66,12 +68,12 @@ func TestHookAttach(t *testing.T) {
 		{
 			name: "hook options only", hook: []string{"--oci-hook", "--config-net", "-t", "8080:80"},
 			wantArgv: []string{"--config-net", "--tcp-ports=8080:80", "--", pid},
-			check:    func(c *config.Config) (any, any) { return rules(c.TCPPorts), "8080-8080:80-80" },
+			check:    func(c *config.Config) (any, any) { return tcpRules(c), "8080->80" },
 		},
 		{
 			name: "annotation adds ports", hook: []string{"--config-net", "--oci-hook", "-t", "8080:80"}, extra: []string{"-t", "9090:90", "-u", "53"},
 			wantArgv: []string{"--config-net", "--tcp-ports=8080:80", "--tcp-ports=9090:90", "--udp-ports=53", "--", pid},
-			check:    func(c *config.Config) (any, any) { return rules(c.TCPPorts), "8080-8080:80-80 9090-9090:90-90" },
+			check:    func(c *config.Config) (any, any) { return tcpRules(c), "8080->80 9090->90" },
 		},
 		{
 			name: "annotation overrides", hook: []string{"--oci-hook", "-m", "1500", "-q"}, extra: []string{"-m9000", "-d"},
@@ -161,11 +163,31 @@ func TestHookAttachErrors(t *testing.T) {
 	}
 }
 
-// rules renders a port spec's rules for comparison.
-func rules(ps config.PortSpec) string {
+// hostRules lists c's HOST table, built with every capability, without
+// the listing's trailing spaces.
+func hostRules(c *config.Config) []string {
+	host, _, err := c.Ports.Tables(fwdrule.AllCaps, fwdrule.DefaultEphemeral)
+	if err != nil {
+		return []string{err.Error()}
+	}
 	var s []string
-	for _, r := range ps.Rules {
-		s = append(s, r.String())
+	for _, r := range host.Rules {
+		s = append(s, strings.TrimSpace(r.String()))
+	}
+	return s
+}
+
+// tcpRules renders the static TCP rules of c's HOST table for comparison.
+func tcpRules(c *config.Config) string {
+	host, _, err := c.Ports.Tables(fwdrule.AllCaps, fwdrule.DefaultEphemeral)
+	if err != nil {
+		return err.Error()
+	}
+	var s []string
+	for _, r := range host.Rules {
+		if r.Proto == fwdrule.ProtoTCP && !r.Scan() {
+			s = append(s, fmt.Sprintf("%d->%d", r.First, r.To))
+		}
 	}
 	return strings.Join(s, " ")
 }

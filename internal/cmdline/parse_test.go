@@ -17,6 +17,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/gopasta/gopasta/internal/config"
+	"github.com/gopasta/gopasta/internal/fwdrule"
 )
 
 func mustParse(t *testing.T, args ...string) *config.Config {
@@ -208,7 +209,7 @@ func TestOptions(t *testing.T) {
 		{"-e", func(c *config.Config) (any, any) { return c.Quiet, false }},
 		{"--stderr", func(c *config.Config) (any, any) { return c.Quiet, false }},
 		{"--chroot-fallback", func(c *config.Config) (any, any) { return c.Quiet, false }},
-		{"-t none -t 8080", func(c *config.Config) (any, any) { return len(c.TCPPorts.Rules), 1 }},
+		{"-t none -t 8080", func(c *config.Config) (any, any) { return tcpRules(c), "8080->8080" }},
 		{"-l " + logFile, func(c *config.Config) (any, any) { return c.LogFile, logFile }},
 		{"--log-file=" + logFile, func(c *config.Config) (any, any) { return c.LogFile, logFile }},
 		{"--log-size 1048576", func(c *config.Config) (any, any) { return c.LogSize, int64(1 << 20) }},
@@ -299,25 +300,34 @@ func TestOptions(t *testing.T) {
 		{"--no-map-gw", func(c *config.Config) (any, any) { return c.NoMapGW, true }},
 		{"--map-guest-addr fd00::2", func(c *config.Config) (any, any) { return c.MapGuestAddr6, netip.MustParseAddr("fd00::2") }},
 		{"--map-guest-addr none", func(c *config.Config) (any, any) { return c.NoMapGuestAddr, true }},
-		{"-t 22-80:32-90", func(c *config.Config) (any, any) { return c.TCPPorts.Rules[0].ToFirst, uint16(32) }},
-		{"-t 192.0.2.1%eth0/22", func(c *config.Config) (any, any) { return c.TCPPorts.Rules[0].First, uint16(22) }},
-		{"-t %eth0/22", func(c *config.Config) (any, any) { return c.TCPPorts.Rules[0].First, uint16(22) }},
-		{"-t 0.0.0.0/5000:192.0.2.5/6000", func(c *config.Config) (any, any) { return c.TCPPorts.Rules[0].ToFirst, uint16(6000) }},
-		{"-t 2000-5000,~3000-3010", func(c *config.Config) (any, any) { return c.TCPPorts.Mode, config.PortsSpec }},
-		{"-t ::1/auto", func(c *config.Config) (any, any) { return c.TCPPorts.Mode, config.PortsAuto }},
-		{"-t 8000-8010,auto", func(c *config.Config) (any, any) { return c.TCPPorts.Mode, config.PortsAuto }},
-		{"-t 22 -t 80", func(c *config.Config) (any, any) { return len(c.TCPPorts.Rules), 2 }},
+		{"-t 22-80:32-90", func(c *config.Config) (any, any) { return tcpRules(c), "22->32" }},
+		{"-t 192.0.2.1%eth0/22", func(c *config.Config) (any, any) { return hostRules(c)[0], "TCP [192.0.2.1]%eth0:22  =>  22" }},
+		{"-t %eth0/22", func(c *config.Config) (any, any) { return hostRules(c)[0], "TCP [*]%eth0:22  =>  22" }},
+		{"-t 0.0.0.0/5000:192.0.2.5/6000", func(c *config.Config) (any, any) { return hostRules(c)[0], "TCP [0.0.0.0]:5000  =>  192.0.2.5:6000" }},
+		{"-t 2000-5000,~3000-3010", func(c *config.Config) (any, any) { return tcpRules(c), "2000->2000 3011->3011" }},
+		{"-t ::1/auto", func(c *config.Config) (any, any) {
+			return hostRules(c)[0], "TCP [::1]:1-49151  =>  1-49151  (best effort) (auto-scan)"
+		}},
+		{"-t 8000-8010,auto -u none", func(c *config.Config) (any, any) {
+			return hostRules(c), []string{"TCP [*]:8000-8010  =>  8000-8010  (auto-scan)"}
+		}},
+		{"-t 22 -t 80", func(c *config.Config) (any, any) { return tcpRules(c), "22->22 80->80" }},
+		{"-t */8080 -u none", func(c *config.Config) (any, any) { return hostRules(c), []string{"TCP [*]:8080  =>  8080"} }},
+		{"-T */53 -T *%lo/54", func(c *config.Config) (any, any) {
+			return [2]string{c.Ports.TCPNS[0].Value, c.Ports.TCPNS[1].Ifname}, [2]string{"*/53", "lo"}
+		}},
 		{"-t none -u none -T none -U none", func(c *config.Config) (any, any) {
-			return [4]config.PortMode{c.TCPPorts.Mode, c.UDPPorts.Mode, c.TCPNSPorts.Mode, c.UDPNSPorts.Mode},
-				[4]config.PortMode{config.PortsNone, config.PortsNone, config.PortsNone, config.PortsNone}
+			host, splice, err := c.Ports.Tables(fwdrule.AllCaps, fwdrule.DefaultEphemeral)
+			return [3]any{len(host.Rules), len(splice.Rules), err}, [3]any{0, 0, nil}
 		}},
 		{"", func(c *config.Config) (any, any) {
-			return [4]config.PortMode{c.TCPPorts.Mode, c.UDPPorts.Mode, c.TCPNSPorts.Mode, c.UDPNSPorts.Mode},
-				[4]config.PortMode{config.PortsUnset, config.PortsUnset, config.PortsUnset, config.PortsUnset}
+			return [4]bool{c.Ports.TCP == nil, c.Ports.UDP == nil, c.Ports.TCPNS == nil, c.Ports.UDPNS == nil}, [4]bool{true, true, true, true}
 		}},
-		{"--no-tcp", func(c *config.Config) (any, any) { return c.TCPPorts.Mode, config.PortsUnset }},
+		{"--no-tcp", func(c *config.Config) (any, any) { return c.Ports.TCP == nil, true }},
 		{"--tcp-ports 22 --udp-ports 53 --tcp-ns 8080 --udp-ns 5353", func(c *config.Config) (any, any) {
-			return [4]uint16{c.TCPPorts.Rules[0].First, c.UDPPorts.Rules[0].First, c.TCPNSPorts.Rules[0].First, c.UDPNSPorts.Rules[0].First}, [4]uint16{22, 53, 8080, 5353}
+			p := &c.Ports
+			return [4]uint16{p.TCP[0].Includes[0].First, p.UDP[0].Includes[0].First, p.TCPNS[0].Includes[0].First, p.UDPNS[0].Includes[0].First},
+				[4]uint16{22, 53, 8080, 5353}
 		}},
 		{"-I tap0", func(c *config.Config) (any, any) { return c.NSIfName, "tap0" }},
 		{"--config-net --no-copy-routes --no-copy-addrs", func(c *config.Config) (any, any) {
@@ -715,11 +725,13 @@ func TestLongValues(t *testing.T) {
 		ports = append(ports, fmt.Sprint(p))
 	}
 	list := strings.Join(ports, ",")
+	short := strings.Join(ports[:200], ",") // within a table's 255 rules
 	tests := []struct {
 		args []string
 		want []string
 	}{
-		{[]string{"-t", list + ",5"}, []string{`invalid --tcp-ports value "1,2,3,`, `,17999,18000,5" (`, "port 5 is already forwarded by"}},
+		{[]string{"-t", list + ",5"}, []string{`invalid --tcp-ports value "1,2,3,`, `,17999,18000,5" (`, "Too many rules (maximum 255)"}},
+		{[]string{"-t", short + ",5"}, []string{`invalid --tcp-ports value "1,2,3,`, `,199,200,5" (`, `port 5 is already forwarded by "1,2,3,`}},
 		{[]string{"-t", list + ",x"}, []string{`invalid --tcp-ports value "1,2,`, `"x" is not a port number`}},
 		{[]string{"-H", strings.Repeat("é", 300)}, []string{`invalid --hostname value "éé`, "(600 bytes)", "names are 1 to 64 characters"}},
 		{[]string{"--netns", "/nonexistent/x", strings.Repeat("é", 3000)}, []string{"--netns cannot be combined with a PID or a command", "[...]"}},
@@ -744,10 +756,10 @@ func TestLongValues(t *testing.T) {
 // included (an interface name may hold any byte but '/', ':' and spaces).
 func TestRepeatableValuesExact(t *testing.T) {
 	c := mustParse(t, "-t", "%\xff/22", "-T", "%e\xe9/23")
-	if got, want := c.TCPPorts.Rules[0].BindIf, "\xff"; got != want {
+	if got, want := c.Ports.TCP[0].Ifname, "\xff"; got != want {
 		t.Errorf("-t %%\\xff/22: got interface %q, want %q", got, want)
 	}
-	if got, want := c.TCPNSPorts.Rules[0].BindIf, "e\xe9"; got != want {
+	if got, want := c.Ports.TCPNS[0].Ifname, "e\xe9"; got != want {
 		t.Errorf("-T %%e\\xe9/23: got interface %q, want %q", got, want)
 	}
 	_, err := Parse([]string{"-D", "192.0.2.\xff"})

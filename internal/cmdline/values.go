@@ -1,5 +1,8 @@
 package cmdline
 
+// Parsers and checks of single option values: numbers, addresses, MAC,
+// sizes, ids, interface and path names.
+
 import (
 	"errors"
 	"fmt"

@@ -1,12 +1,14 @@
 // Package config holds gopasta's run-time configuration: one struct built by
-// the command line in package main and read by every other package. Values
-// here are already validated; consumers never re-parse strings.
+// the command line (internal/cmdline) and read by every other package.
+// Values here are already validated; consumers never re-parse strings.
 package config
 
 import (
 	"net"
 	"net/netip"
 	"time"
+
+	"github.com/gopasta/gopasta/internal/fwdrule"
 )
 
 // Mode says how gopasta finds the namespace it serves.
@@ -127,8 +129,10 @@ type Config struct {
 	NoSplice     bool
 	SpliceOnly   bool
 
-	// Ports: host to namespace (-t, -u) and namespace to host (-T, -U).
-	TCPPorts, UDPPorts, TCPNSPorts, UDPNSPorts PortSpec
+	// Ports: host to namespace (-t, -u) and namespace to host (-T, -U),
+	// checked against each other; port forwarding builds its tables
+	// from them (fwdrule.Options.Tables).
+	Ports fwdrule.Options
 
 	// Offloads.
 	Vhost   VhostMode // --vhost

@@ -287,19 +287,6 @@ func (s *Server) remove() {
 // must still allow at exit.
 func (s *Server) DirFD() int { return s.dirfd }
 
-// Serve is Start as a run needs it: nothing when path is empty, else the
-// server; stop closes it (and removes the socket file).
-func Serve(path string, t Tables, log *slog.Logger) (stop func(), err error) {
-	if path == "" {
-		return func() {}, nil
-	}
-	s, err := Start(Options{Path: path, Tables: t, Logger: log})
-	if err != nil {
-		return nil, err
-	}
-	return s.Close, nil
-}
-
 // Close stops serving (a client being served is cut off; its update, if
 // it was still arriving, is not applied), waits for the goroutine and
 // removes the socket file.

@@ -1,9 +1,11 @@
-// Package fwdrule is pasta's forwarding rule and rule table: the 56-byte
-// record that the control protocol carries and that run-time port
-// forwarding (internal/portfwd) keeps as its one description of what is
-// forwarded, the checks a rule must pass to enter a table, the text form
-// pesto lists, and pasta's port specification grammar as pesto applies it
-// to a table (spec.go).
+// Package fwdrule is port forwarding's one rule model and one grammar:
+// pasta's 56-byte forwarding rule and rule table, which the control
+// protocol carries and run-time port forwarding (internal/portfwd) keeps
+// as its one description of what is forwarded; the checks a rule must pass
+// to enter a table; the text form pesto lists; and the port specification
+// grammar (grammar.go) that gopasta's command line, pesto and the tests
+// all read, applied to a table in pasta's meaning or in the command line's
+// dialect of it (apply.go, options.go).
 //
 // # Theory of operation
 //
@@ -22,7 +24,14 @@
 // against the rules already there (a conflict is the same protocol,
 // overlapping ports and overlapping listen addresses), then the table's
 // limits. The control server builds a pending table with Add and applies
-// it only if every rule passed; pesto's edits go through the same Add.
+// it only if every rule passed; pesto's edits and the command line's
+// options go through the same Add, so a conflict has one definition.
+//
+// A value of -t, -u, -T or -U is parsed once (Parse) into a Spec. Apply
+// adds a Spec's rules to a table: with Pasta, as pasta and its pesto do;
+// with Gopasta, with the command line's extensions (see Dialect).
+// Options.Tables builds both tables from the command line's four options,
+// pasta's defaults applied.
 package fwdrule
 
 import (

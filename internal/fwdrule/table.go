@@ -1,5 +1,8 @@
 package fwdrule
 
+// The rule table: the checks a rule must pass, conflicts with the rules
+// already there, adding and deleting.
+
 import (
 	"errors"
 	"fmt"
@@ -41,9 +44,10 @@ var (
 // RuleError says why a rule cannot enter (or leave) a table. Its message
 // is pasta's diagnostic for the case.
 type RuleError struct {
-	Rule Rule
-	Msg  string
-	Kind error // ErrInvalid, ErrConflict, ErrFull or ErrNotFound
+	Rule  Rule
+	Other Rule // the rule of the table it conflicts with (ErrConflict, ErrNotFound)
+	Msg   string
+	Kind  error // ErrInvalid, ErrConflict, ErrFull or ErrNotFound
 }
 
 func (e *RuleError) Error() string { return e.Msg }
@@ -60,13 +64,10 @@ func invalid(r *Rule, format string, a ...any) error {
 // and never with FlagDual. The interface name's terminating NUL is the
 // wire decoder's business (it cannot be expressed once decoded).
 func (t *Table) Check(r *Rule) error {
+	if err := checkPorts(r); err != nil {
+		return err
+	}
 	switch {
-	case r.First > r.Last:
-		return invalid(r, "Rule has invalid port range %d-%d", r.First, r.Last)
-	case r.First == 0:
-		return invalid(r, "Forwarding rule attempts to map from port 0")
-	case r.To == 0 || r.To+(r.Last-r.First) < r.To:
-		return invalid(r, "Forwarding rule attempts to map to port 0")
 	case r.Flags&^flagsAllowed != 0:
 		return invalid(r, "Rule has invalid flags 0x%x", r.Flags&^flagsAllowed)
 	}
@@ -122,6 +123,20 @@ func (t *Table) Check(r *Rule) error {
 	return nil
 }
 
+// checkPorts checks r's port ranges: from 1 or above, to no more than
+// 65535.
+func checkPorts(r *Rule) error {
+	switch {
+	case r.First > r.Last:
+		return invalid(r, "Rule has invalid port range %d-%d", r.First, r.Last)
+	case r.First == 0:
+		return invalid(r, "Forwarding rule attempts to map from port 0")
+	case r.To == 0 || r.To+(r.Last-r.First) < r.To:
+		return invalid(r, "Forwarding rule attempts to map to port 0")
+	}
+	return nil
+}
+
 // addrsOverlap reports whether one address could match both rules' listen
 // addresses: a dual-stack rule matches everything, an unspecified address
 // every address of its family, anything else only itself. Interface names
@@ -150,7 +165,7 @@ func (t *Table) Add(r Rule) error {
 	}
 	for i := range t.Rules {
 		if Conflicts(&r, &t.Rules[i]) {
-			return &RuleError{Rule: r, Kind: ErrConflict,
+			return &RuleError{Rule: r, Other: t.Rules[i], Kind: ErrConflict,
 				Msg: fmt.Sprintf("Forwarding configuration conflict: %s versus %s", r, t.Rules[i])}
 		}
 	}
@@ -175,7 +190,7 @@ func (t *Table) Delete(r Rule) error {
 			return nil
 		}
 		if Conflicts(&r, &t.Rules[i]) {
-			return &RuleError{Rule: r, Kind: ErrNotFound,
+			return &RuleError{Rule: r, Other: t.Rules[i], Kind: ErrNotFound,
 				Msg: fmt.Sprintf("Specifier %s conflicts with rule %s, but doesn't match it, can't delete", r, t.Rules[i])}
 		}
 	}

@@ -64,6 +64,10 @@ func TestParseAllocs(t *testing.T) {
 			for _, _, ok := it.Next(); ok; _, _, ok = it.Next() {
 			}
 		}},
+		{"search list", func() {
+			var b [64]byte
+			sinkInt = EncodeDNSSearchList(b[:], search)
+		}},
 		{"checksum update", func() {
 			a, b := []byte{1, 2, 3, 4}, []byte{5, 6, 7, 8}
 			sink16 = ChecksumUpdate(0x1234, a, b)
@@ -75,6 +79,11 @@ func TestParseAllocs(t *testing.T) {
 		}
 	}
 }
+
+var (
+	search  = []string{"example.com", "lab.example.org."}
+	sinkInt int
+)
 
 func BenchmarkParseTCP4(b *testing.B) {
 	f := tcp4Frame()

@@ -1,5 +1,7 @@
 package header
 
+// The ARP view (Ethernet/IPv4 requests and replies).
+
 import (
 	"encoding/binary"
 	"net/netip"

@@ -1,5 +1,8 @@
 package header
 
+// The internet checksum (RFC 1071): sums, pseudo-headers, and incremental
+// updates (RFC 1624).
+
 import (
 	"encoding/binary"
 	"math/bits"

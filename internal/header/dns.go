@@ -33,3 +33,20 @@ func EncodeDNSName(b []byte, name string) (n int, ok bool) {
 	b[n] = 0
 	return n + 1, true
 }
+
+// EncodeDNSSearchList writes names, a DNS search list, into b as DNS names
+// one after another (EncodeDNSName, no compression): the form of DHCP
+// option 119 (RFC 3397), of the DHCPv6 domain list (RFC 3646) and of the
+// NDP DNSSL option (RFC 8106). It returns the length written, 0 for none.
+// Left out are names that cannot be encoded, names that no longer fit in
+// b, and the root, which a reader could not tell from the end of the list
+// (or from DNSSL's zero padding).
+func EncodeDNSSearchList(b []byte, names []string) int {
+	n := 0
+	for _, name := range names {
+		if l, ok := EncodeDNSName(b[n:], name); ok && l > 1 {
+			n += l
+		}
+	}
+	return n
+}

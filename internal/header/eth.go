@@ -1,5 +1,7 @@
 package header
 
+// The Ethernet header view.
+
 import "encoding/binary"
 
 // Ethernet II frame header (IEEE 802.3):

@@ -2,6 +2,8 @@ package header
 
 import (
 	"net/netip"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -139,5 +141,60 @@ func FuzzSmallHeaders(f *testing.F) {
 		var b [256]byte
 		_, _ = EncodeDNSName(b[:], string(data))
 		_ = EncodeNDPDNSSLOption(b[:], 1, []string{string(data), "x"})
+	})
+}
+
+// FuzzEncodeDNSSearchList: what EncodeDNSSearchList writes reads back,
+// label by label, as exactly the names that can be encoded, are not the
+// root and fit in what is left of the buffer, in order.
+func FuzzEncodeDNSSearchList(f *testing.F) {
+	f.Add("example.com lab.example.org.", uint16(64))
+	f.Add(". a..b x", uint16(8))
+	f.Add(strings.Repeat("a", 63)+".b "+strings.Repeat("c", 64), uint16(300))
+	f.Fuzz(func(t *testing.T, list string, size uint16) {
+		names := strings.Split(list, " ")
+		b := make([]byte, int(size)%600)
+		n := EncodeDNSSearchList(b, names)
+		if n < 0 || n > len(b) {
+			t.Fatalf("length %d out of a %d-byte buffer", n, len(b))
+		}
+		var want []string
+		room := len(b)
+		for _, name := range names {
+			var tmp [300]byte
+			if l, ok := EncodeDNSName(tmp[:], name); ok && l > 1 && l <= room {
+				want = append(want, strings.TrimSuffix(name, "."))
+				room -= l
+			}
+		}
+		var got []string
+		for w := b[:n]; len(w) > 0; {
+			var labels []string
+			size := 0
+			for {
+				if len(w) == 0 {
+					t.Fatalf("name cut short in %q", b[:n])
+				}
+				l := int(w[0])
+				size++
+				if l == 0 {
+					w = w[1:]
+					break
+				}
+				if l > 63 || l >= len(w) {
+					t.Fatalf("label length %d in %q", l, b[:n])
+				}
+				labels = append(labels, string(w[1:1+l]))
+				size += l
+				w = w[1+l:]
+			}
+			if len(labels) == 0 || size > 255 {
+				t.Fatalf("name of %d labels, %d bytes in %q", len(labels), size, b[:n])
+			}
+			got = append(got, strings.Join(labels, "."))
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("names %q in %d bytes: got %q, want %q", names, len(b), got, want)
+		}
 	})
 }

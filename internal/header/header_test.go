@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"net/netip"
+	"strings"
 	"testing"
 )
 
@@ -407,6 +408,44 @@ func TestEncodeDNSName(t *testing.T) {
 	}
 	if n, ok := EncodeDNSName(small[:], "abc"); !ok || n != 5 {
 		t.Errorf("exact buffer: got %d %v", n, ok)
+	}
+}
+
+func TestEncodeDNSSearchList(t *testing.T) {
+	long := strings.Repeat("x", 63)
+	tests := []struct {
+		name  string
+		size  int
+		names []string
+		want  string
+	}{
+		{"none", 64, nil, ""},
+		{"one", 64, []string{"example.com"}, "\x07example\x03com\x00"},
+		{"two, trailing dot", 64, []string{"example.com", "lab.example.org."}, "\x07example\x03com\x00\x03lab\x07example\x03org\x00"},
+		{"root left out", 64, []string{".", "a", ""}, "\x01a\x00"},
+		{"invalid left out", 64, []string{"a..b", long + "x.com", "b", ".c"}, "\x01b\x00"},
+		{"exact fit", 9, []string{"abc", "de"}, "\x03abc\x00\x02de\x00"},
+		{"too long left out, shorter after it fits", 8, []string{"abc", "defg", "d"}, "\x03abc\x00\x01d\x00"},
+		{"nothing fits", 4, []string{"abcd"}, ""},
+		{"no room", 0, []string{"a"}, ""},
+		{"longest label", 80, []string{long}, "\x3f" + long + "\x00"},
+	}
+	for _, tt := range tests {
+		b := make([]byte, tt.size)
+		n := EncodeDNSSearchList(b, tt.names)
+		if got := string(b[:n]); got != tt.want {
+			t.Errorf("%s: EncodeDNSSearchList(%q) = %q, want %q", tt.name, tt.names, got, tt.want)
+		}
+	}
+	// DNSSL: the same names, padded; the root is left out there too.
+	b := make([]byte, 64)
+	n := EncodeNDPDNSSLOption(b, 600, []string{"a", ".", "example.com", "b"})
+	_, names, ok := NDPDNSSL(b[2:n])
+	if want := "\x01a\x00\x07example\x03com\x00\x01b\x00"; !ok || n != 32 || string(names) != want+"\x00\x00\x00\x00\x00" {
+		t.Errorf("DNSSL: got %d bytes, names %q; want 32, %q and 5 bytes of padding", n, names, want)
+	}
+	if n := EncodeNDPDNSSLOption(b, 600, []string{".", "a..b"}); n != 0 {
+		t.Errorf("DNSSL of no valid name: got %d bytes, want 0", n)
 	}
 }
 

@@ -1,5 +1,7 @@
 package header
 
+// The ICMPv4 and ICMPv6 header views.
+
 import "encoding/binary"
 
 // ICMPv4 (RFC 792) and ICMPv6 (RFC 4443) share the first four bytes; echo

@@ -1,5 +1,7 @@
 package header
 
+// The IPv4 header view.
+
 import (
 	"encoding/binary"
 	"net/netip"

@@ -1,5 +1,8 @@
 package header
 
+// The IPv6 header view, and the walk of its extension headers to the
+// transport.
+
 import (
 	"encoding/binary"
 	"net/netip"

@@ -1,5 +1,8 @@
 package header
 
+// NDP messages and options: solicitations, advertisements, prefix, MTU,
+// RDNSS and DNSSL, link-layer addresses.
+
 import (
 	"encoding/binary"
 	"net/netip"
@@ -290,19 +293,14 @@ func EncodeNDPRDNSSOption(b []byte, lifetime uint32, servers []netip.Addr) int {
 }
 
 // EncodeNDPDNSSLOption writes a DNSSL option (RFC 8106) for the domains in
-// names and returns its length, padded to 8 bytes. Names that cannot be
-// encoded are skipped; with none left, or when b is too short, nothing is
-// written and 0 is returned.
+// names and returns its length, padded to 8 bytes. Names are left out as
+// EncodeDNSSearchList leaves them; with none left, or when b is too short,
+// nothing is written and 0 is returned.
 func EncodeNDPDNSSLOption(b []byte, lifetime uint32, names []string) int {
 	if len(b) < 16 {
 		return 0
 	}
-	n := 8
-	for _, name := range names {
-		if l, ok := EncodeDNSName(b[n:], name); ok {
-			n += l
-		}
-	}
+	n := 8 + EncodeDNSSearchList(b[8:], names)
 	if n == 8 {
 		return 0
 	}

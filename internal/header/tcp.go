@@ -1,5 +1,7 @@
 package header
 
+// The TCP header view.
+
 import "encoding/binary"
 
 // TCP header (RFC 9293):

@@ -1,5 +1,7 @@
 package header
 
+// TCP options: parsing (MSS, window scale, SACK, timestamps) and encoding.
+
 import "encoding/binary"
 
 // TCP option kinds (IANA "TCP Option Kind Numbers").

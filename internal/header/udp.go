@@ -1,5 +1,7 @@
 package header
 
+// The UDP header view.
+
 import "encoding/binary"
 
 // UDP header (RFC 768):

@@ -1,5 +1,7 @@
 package header
 
+// The virtio-net header that precedes each frame on a TAP with offloads.
+
 import "encoding/binary"
 
 // VirtioNetHdr is the virtio-net header (virtio 1.x, struct

@@ -1,5 +1,7 @@
 package logging
 
+// The -l log file, kept under --log-size by starting it again when full.
+
 import (
 	"fmt"
 	"os"

@@ -1,5 +1,7 @@
 package nstest
 
+// The gopasta binary, built once per test run, and temporary directories.
+
 import (
 	"context"
 	"os"
@@ -19,12 +21,15 @@ const BinEnv = "GOPASTA_BIN"
 // ModulePath is the package Binary builds.
 const ModulePath = "github.com/gopasta/gopasta"
 
-var (
-	buildOnce sync.Once
-	buildPath string
-	buildErr  error
-	buildOut  string
-)
+// builds are the binaries built in this test process, by build tags.
+var builds sync.Map // string -> *built
+
+type built struct {
+	once sync.Once
+	path string
+	err  error
+	out  string
+}
 
 // Binary returns the path of a gopasta binary that every test identity can
 // execute, building it with `go build` the first time it is called in this
@@ -36,25 +41,34 @@ func Binary(t testing.TB) string {
 	if p := os.Getenv(BinEnv); p != "" {
 		return p
 	}
-	buildOnce.Do(build)
-	if buildErr != nil {
-		t.Fatalf("go build %s: %v\n%s", ModulePath, buildErr, buildOut)
+	return BinaryWithTags(t)
+}
+
+// BinaryWithTags is Binary built with build tags (e.g. faultinject, the
+// test build of package faults); it ignores GOPASTA_BIN, which names a
+// binary built without them.
+func BinaryWithTags(t testing.TB, tags ...string) string {
+	t.Helper()
+	key := strings.Join(tags, ",")
+	v, _ := builds.LoadOrStore(key, &built{})
+	b := v.(*built)
+	b.once.Do(func() { b.path, b.out, b.err = build(tags) })
+	if b.err != nil {
+		t.Fatalf("go build %s (tags %q): %v\n%s", ModulePath, key, b.err, b.out)
 	}
-	return buildPath
+	return b.path
 }
 
 const buildDirPrefix = "gopasta-nstest-bin-"
 
-func build() {
+func build(tags []string) (path, out string, err error) {
 	sweepStale()
 	dir, err := os.MkdirTemp("", buildDirPrefix)
 	if err != nil {
-		buildErr = err
-		return
+		return "", "", err
 	}
 	if err := os.Chmod(dir, 0o755); err != nil {
-		buildErr = err
-		return
+		return "", "", err
 	}
 	goTool := filepath.Join(runtimeGOROOT(), "bin", "go")
 	if _, err := os.Stat(goTool); err != nil {
@@ -62,18 +76,20 @@ func build() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	out := filepath.Join(dir, "gopasta")
-	cmd := exec.CommandContext(ctx, goTool, "build", "-o", out, ModulePath)
+	bin := filepath.Join(dir, "gopasta")
+	args := []string{"build", "-o", bin}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
+	}
+	cmd := exec.CommandContext(ctx, goTool, append(args, ModulePath)...)
 	// Without cgo, as `make build`: gopasta refuses to run otherwise (its
 	// sandbox needs syscall.AllThreadsSyscall).
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	b, err := cmd.CombinedOutput()
-	buildOut = string(b)
 	if err != nil {
-		buildErr = err
-		return
+		return "", string(b), err
 	}
-	buildPath = out
+	return bin, string(b), nil
 }
 
 // runtimeGOROOT finds the go tool that runs this test: `go test` puts its

@@ -3,7 +3,12 @@
 // (so results never depend on the machine's own network), the identities the
 // tests run as (root and the unprivileged uid 65534), skips for missing
 // privileges or kernel features, a once-per-run build of the gopasta binary,
-// and parsers for `ip -j` output.
+// parsers for `ip -j` output, and the seccomp report mode (seccomp.go): a
+// package whose tests start gopasta calls SeccompReportMain from its
+// TestMain, so that a run with GOPASTA_SECCOMP=log fails when any gopasta
+// made a system call outside its allowlist. For unit tests: fresh
+// anonymous network namespaces entered by a thread, Ethernet frames, free
+// ports, bounded waits, and a process out of descriptors.
 //
 // Everything global a helper creates (netns names, temp dirs, processes) is
 // uniquely named and removed in t.Cleanup; processes are killed by PID (or by

@@ -1,5 +1,8 @@
 package nstest
 
+// The throwaway "host" network namespace (HostNS) and the commands run
+// inside it.
+
 import (
 	"context"
 	"crypto/rand"

@@ -1,5 +1,7 @@
 package nstest
 
+// Parsers of ip -j output: links, addresses, routes.
+
 import (
 	"encoding/json"
 	"fmt"

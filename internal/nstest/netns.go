@@ -1,5 +1,8 @@
 package nstest
 
+// Work inside the host namespace from the test process: sockets, sysctls,
+// resolv.conf, and the test binary itself as a command.
+
 import (
 	"fmt"
 	"io"

@@ -152,3 +152,72 @@ func TestParse(t *testing.T) {
 		t.Errorf("DefaultRoute: got %+v %v, want via 192.0.2.254", d, ok)
 	}
 }
+
+// TestSeccompReport: report mode makes a report file every uid can append
+// to, passes it on to commands, and fails a run whose gopasta wrote to it.
+func TestSeccompReport(t *testing.T) {
+	t.Setenv(SeccompEnv, "")
+	t.Setenv(SeccompReportEnv, "")
+	if r, err := StartSeccompReport(); r != nil || err != nil {
+		t.Fatalf("not in report mode: got %v, %v, want nothing", r, err)
+	}
+
+	// A fresh file, named in the environment and passed on.
+	t.Setenv(SeccompEnv, "log")
+	r, err := StartSeccompReport()
+	if err != nil || r == nil {
+		t.Fatalf("report mode: got %v, %v, want a report", r, err)
+	}
+	defer r.Close()
+	if got := os.Getenv(SeccompReportEnv); got != r.Path {
+		t.Errorf("%s: got %q, want %q", SeccompReportEnv, got, r.Path)
+	}
+	for _, p := range []struct {
+		path string
+		perm os.FileMode
+	}{{r.Path, 0o666}, {filepath.Dir(r.Path), 0o755}} {
+		if fi, err := os.Stat(p.path); err != nil || fi.Mode().Perm() != p.perm {
+			t.Errorf("%s: got %v (%v), want mode %v", p.path, fi.Mode().Perm(), err, p.perm)
+		}
+	}
+	env := Nobody.env()
+	for _, want := range []string{SeccompEnv + "=log", SeccompReportEnv + "=" + r.Path} {
+		if !slices.Contains(env, want) {
+			t.Errorf("commands' environment %q: want %q in it", env, want)
+		}
+	}
+	if lines, err := r.Lines(); len(lines) != 0 || err != nil {
+		t.Errorf("a new report: got %q, %v, want no line", lines, err)
+	}
+
+	// A given file: only lines appended during the run count, and a
+	// passing run with one fails.
+	given := filepath.Join(TempDir(t), "report")
+	if err := os.WriteFile(given, []byte("earlier (1) pid 1 tid 1 (gopasta)\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(SeccompReportEnv, given)
+	line := "openat (257) pid 2 tid 3 (gopasta --config-net)"
+	var out strings.Builder
+	code := seccompReportMain(func() int {
+		f, err := os.OpenFile(given, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if fi, err := f.Stat(); err != nil || fi.Mode().Perm() != 0o666 {
+			t.Errorf("%s during the run: got mode %v (%v), want 0666", given, fi.Mode().Perm(), err)
+		}
+		f.WriteString(line + "\n")
+		return 0
+	}, &out)
+	if code != 1 || !strings.Contains(out.String(), "\n    "+line+"\n") || strings.Contains(out.String(), "earlier") {
+		t.Errorf("a passing run with a report line: got status %d, output %q; want 1 and the line (only)", code, out.String())
+	}
+	if code := seccompReportMain(func() int { return 0 }, &out); code != 0 {
+		t.Errorf("a passing run with no new report line: got status %d, want 0", code)
+	}
+	if code := seccompReportMain(func() int { return 2 }, &out); code != 2 {
+		t.Errorf("a failing run: got status %d, want 2", code)
+	}
+}

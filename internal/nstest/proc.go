@@ -1,5 +1,8 @@
 package nstest
 
+// Processes a test starts: their output, signals, waits bounded by timeouts,
+// and their end checked and cleaned up.
+
 import (
 	"bytes"
 	"context"

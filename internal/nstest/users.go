@@ -1,5 +1,8 @@
 package nstest
 
+// The identities tests run as (root, uid 65534), and skips for missing
+// privileges or kernel features.
+
 import (
 	"context"
 	"os"
@@ -52,17 +55,25 @@ func (u User) wrap(argv []string) []string {
 
 // env is a minimal, predictable environment: tests must not depend on the
 // caller's variables (HOME of root is unreadable for nobody, SHELL varies).
+// The seccomp report mode's variables are passed on (seccomp.go), so that
+// every gopasta the tests start, and every copy it re-executes, reports.
 func (u User) env() []string {
 	home := "/root"
 	if !u.Root() {
 		home = "/"
 	}
-	return []string{
+	env := []string{
 		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		"HOME=" + home,
 		"SHELL=/bin/sh",
 		"LANG=C",
 	}
+	for _, k := range seccompVars {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
 }
 
 // RequireRoot skips the test unless it runs as root: creating the host

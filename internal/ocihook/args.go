@@ -1,5 +1,8 @@
 package ocihook
 
+// The options annotation's value split into arguments (SplitArgs), and
+// quoted back (QuoteArgs).
+
 import (
 	"fmt"
 	"strings"

@@ -12,8 +12,9 @@
 // Edits start in replace mode: the first -t or -u empties HOST (TCP and
 // UDP rules alike) and the first -T or -U empties SPLICE, once each; -C
 // empties a table by name at once; -A and -D switch the following values
-// to adding and to deleting. Values are pasta's port specifications
-// (fwdrule.ApplySpec), checked as the server checks them, so that a bad
+// to adding and to deleting. Values are read by the one port grammar
+// (fwdrule.Parse) and applied as pasta applies them (fwdrule.Apply with
+// fwdrule.Pasta), checked as the server checks them, so that a bad
 // value fails here, before anything is sent. The server does not answer an
 // update: exit status 0 says it was sent, not that it was accepted
 // (connect again to read the result).
@@ -30,7 +31,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gopasta/gopasta/internal/cmdline"
-	"github.com/gopasta/gopasta/internal/config"
 	"github.com/gopasta/gopasta/internal/fwdrule"
 	"github.com/gopasta/gopasta/internal/pestowire"
 )
@@ -60,7 +60,8 @@ Without -A, -D, -C, -t, -u, -T or -U it lists the rules in force.
 SPEC is none, or [ADDR[%%IF]/]PORTS as for gopasta -t: PORTS is a
 comma-separated list of N[-M][:T[-U]] (forward N to T), N[-M]:ADDR[/T[-U]]
 (to another target address), ~N[-M] (leave out), all (every non-ephemeral
-port) and auto (only ports listening on the other side). -T and -U take no
+port) and auto (only while listening on the other side; alone, every
+non-ephemeral port). ADDR * is any address, as no ADDR. -T and -U take no
 ADDR or IF: they listen on the namespace's loopback.
 Examples:
   %[1]s SOCK                       list the rules
@@ -112,8 +113,12 @@ func (e *exit) Error() string { return fmt.Sprintf("exit %d", e.code) }
 // rule that could not be applied says why, then which rule.
 func errLines(err error) []string {
 	var ae *fwdrule.ApplyError
-	if errors.As(err, &ae) {
+	var se *fwdrule.SpecError
+	switch {
+	case errors.As(err, &ae):
 		return []string{ae.Err.Error(), fmt.Sprintf("Unable to %s rule %s", ae.Op, ae.Rule)}
+	case errors.As(err, &se):
+		return []string{se.PastaMessage()}
 	}
 	return []string{err.Error()}
 }
@@ -136,7 +141,7 @@ func (c *client) usage(w io.Writer, code int) error {
 }
 
 func (c *client) run(args []string) error {
-	opts, pos, err := getopt(c.prog, args)
+	opts, pos, err := parseArgs(c.prog, args)
 	if err != nil {
 		fmt.Fprintln(c.errw, err)
 		return c.usage(c.errw, 1)
@@ -264,10 +269,7 @@ func (c *client) edit(tables []pestowire.PifTable, opts []opt) error {
 		return nil
 	}
 	inbound, outbound := byName("HOST"), byName("SPLICE")
-	eph := fwdrule.DefaultEphemeral
-	if r, err := config.ReadEphemeralRange(); err == nil {
-		eph = fwdrule.Ephemeral{First: r.First, Last: r.Last}
-	}
+	eph := fwdrule.Ephemeral()
 	warn := func(s string) { fmt.Fprintln(c.errw, s) }
 	mode := 'R' // replace, 'A' add, 'D' delete
 	inCleared, outCleared := false, false
@@ -299,7 +301,11 @@ func (c *client) edit(tables []pestowire.PifTable, opts []opt) error {
 				t.Clear()
 				*cleared = true
 			}
-			if err := fwdrule.ApplySpec(t, o.name, o.val, mode == 'D', eph, warn); err != nil {
+			spec, err := fwdrule.Parse(o.name, o.val)
+			if err == nil {
+				err = fwdrule.Apply(t, []fwdrule.Spec{spec}, mode == 'D', fwdrule.Pasta, eph, warn)
+			}
+			if err != nil {
 				return err
 			}
 		}

@@ -20,7 +20,7 @@ import (
 // referenceTables are the tables of the reference transcript: pasta
 // started with "-t 8080", on a host whose ephemeral range is 32768-60999.
 func referenceTables(t testing.TB) []fwdrule.Table {
-	eph := fwdrule.Ephemeral{First: 32768, Last: 60999}
+	eph := fwdrule.Range{First: 32768, Last: 60999}
 	host := fwdrule.Table{Pif: fwdrule.PifHost, Caps: 0x3f}
 	splice := fwdrule.Table{Pif: fwdrule.PifSplice, Caps: 0x3f}
 	for _, a := range []struct {
@@ -28,7 +28,11 @@ func referenceTables(t testing.TB) []fwdrule.Table {
 		opt  byte
 		spec string
 	}{{&host, 't', "8080"}, {&host, 'u', "auto"}, {&splice, 'T', "auto"}, {&splice, 'U', "auto"}} {
-		if err := fwdrule.ApplySpec(a.t, a.opt, a.spec, false, eph, nil); err != nil {
+		s, err := fwdrule.Parse(a.opt, a.spec)
+		if err == nil {
+			err = fwdrule.Apply(a.t, []fwdrule.Spec{s}, false, fwdrule.Pasta, eph, nil)
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -283,13 +287,13 @@ func TestBadServer(t *testing.T) {
 	}
 }
 
-// FuzzGetopt: the option parser takes anything without panicking.
-func FuzzGetopt(f *testing.F) {
+// FuzzParseArgs: the option parser takes anything without panicking.
+func FuzzParseArgs(f *testing.F) {
 	for _, s := range []string{"-At8080\x00SOCK", "--tcp-p=1\x00--\x00-x", "-\x00--clear", "-sdh"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		opts, pos, err := getopt("pesto", strings.Split(s, "\x00"))
+		opts, pos, err := parseArgs("pesto", strings.Split(s, "\x00"))
 		if err == nil && len(opts)+len(pos) > len(strings.Split(s, "\x00"))*len(s)+1 {
 			t.Fatalf("more results than input: %v %v", opts, pos)
 		}

@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/gopasta/gopasta/internal/config"
 	"github.com/gopasta/gopasta/internal/fwdrule"
 	"github.com/gopasta/gopasta/internal/sockdiag"
 	"golang.org/x/sys/unix"
@@ -60,7 +59,7 @@ func (pf *Forwarder) openDiag() {
 // namespace, or false when it cannot tell (no *c, or a failed dump). A
 // kernel without tcp_diag or udp_diag will not grow them: *c is closed and
 // cleared so later scans go straight to /proc.
-func listening(c **sockdiag.Conn) (tcp, udp config.PortSet, ok bool) {
+func listening(c **sockdiag.Conn) (tcp, udp fwdrule.PortSet, ok bool) {
 	if *c == nil {
 		return tcp, udp, false
 	}
@@ -73,30 +72,24 @@ func listening(c **sockdiag.Conn) (tcp, udp config.PortSet, ok bool) {
 			(*c).Close()
 			*c = nil
 		}
-		return config.PortSet{}, config.PortSet{}, false
+		return fwdrule.PortSet{}, fwdrule.PortSet{}, false
 	}
 	return tcp, udp, true
 }
 
-// autoUDPSet is what UDP auto forwarding follows: bound UDP ports outside
-// the ephemeral range (client sockets live there), and, as pasta, the
-// ports TCP listens on.
-func autoUDPSet(udp, tcp *config.PortSet, eph config.PortRange) config.PortSet {
-	var out config.PortSet
-	for i := range out {
-		out[i] = tcp[i]
-	}
-	for p := 1; p <= 65535; p++ {
-		if udp.Has(uint16(p)) && (p < int(eph.First) || p > int(eph.Last)) {
-			out.Add(uint16(p))
-		}
-	}
+// autoUDPSet is what UDP auto forwarding follows: bound UDP ports and, as
+// pasta, the ports TCP listens on. Client sockets bound in the ephemeral
+// range are left to the rules: auto without ports of its own leaves that
+// range out.
+func autoUDPSet(udp, tcp *fwdrule.PortSet) fwdrule.PortSet {
+	out := *udp
+	out.Union(tcp)
 	return out
 }
 
 // without returns s minus own.
-func without(s, own *config.PortSet) config.PortSet {
-	var out config.PortSet
+func without(s, own *fwdrule.PortSet) fwdrule.PortSet {
+	var out fwdrule.PortSet
 	for i := range out {
 		out[i] = s[i] &^ own[i]
 	}
@@ -105,7 +98,7 @@ func without(s, own *config.PortSet) config.PortSet {
 
 // ports reads the listening TCP and bound UDP ports of one side:
 // Config.Listening if set, else inet_diag, else the /proc tables.
-func (pf *Forwarder) ports(nsSide bool) (tcp, udp config.PortSet, err error) {
+func (pf *Forwarder) ports(nsSide bool) (tcp, udp fwdrule.PortSet, err error) {
 	if pf.cfg.Listening != nil {
 		return pf.cfg.Listening(nsSide)
 	}
@@ -132,17 +125,10 @@ func (pf *Forwarder) ports(nsSide bool) (tcp, udp config.PortSet, err error) {
 // keeps what the previous scan (prev) wanted there.
 func (pf *Forwarder) scanPlans(tables *[2]fwdrule.Table, prev map[sockKey]listenPlan) map[sockKey]listenPlan {
 	out := map[sockKey]listenPlan{}
-	var eph config.PortRange
 	for i := range tables {
 		nsSide := i == tNS
 		if !hasScan(&tables[i]) {
 			continue
-		}
-		if eph == (config.PortRange{}) {
-			eph = config.DefaultEphemeral
-			if e, err := config.ReadEphemeralRange(); err == nil {
-				eph = e
-			}
 		}
 		pf.openDiag()
 		// The other side's ports include our own listeners there, which
@@ -161,7 +147,7 @@ func (pf *Forwarder) scanPlans(tables *[2]fwdrule.Table, prev map[sockKey]listen
 			continue
 		}
 		tcpW := without(&tcp, &own[0])
-		udpAll := autoUDPSet(&udp, &tcp, eph)
+		udpAll := autoUDPSet(&udp, &tcp)
 		udpW := without(&udpAll, &own[1])
 		for _, p := range planScan(&tables[i], pf.side(nsSide), &tcpW, &udpW) {
 			out[p.key()] = p
@@ -181,7 +167,7 @@ const (
 // /proc/net/{tcp,tcp6,udp,udp6} table whose state is state. Malformed lines
 // are skipped: the kernel's format is fixed, but a bad line must not stop
 // forwarding of the others.
-func parseProcNet(content []byte, state uint8, set *config.PortSet) {
+func parseProcNet(content []byte, state uint8, set *fwdrule.PortSet) {
 	sc := bufio.NewScanner(bytes.NewReader(content))
 	sc.Buffer(make([]byte, 0, 512), 4096)
 	first := true

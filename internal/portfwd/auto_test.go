@@ -11,35 +11,27 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gopasta/gopasta/fwd"
-	"github.com/gopasta/gopasta/internal/config"
+	"github.com/gopasta/gopasta/internal/fwdrule"
+	"github.com/gopasta/gopasta/internal/nstest"
 )
 
-// freePort is a TCP port nothing listens on right now.
-func freePort(t *testing.T) uint16 {
-	t.Helper()
-	l, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return uint16(l.Addr().(*net.TCPAddr).Port)
-}
+// freePort is a TCP port of 127.0.0.1 nothing listens on right now.
+func freePort(t *testing.T) uint16 { return nstest.FreePort(t, "127.0.0.1:0") }
 
 // TestAutoScan: auto listeners follow the other side's listening ports,
-// never mirror gopasta's own, and go away with them.
+// never mirror gopasta's own, and go away with them. (The free ports are
+// ephemeral ones, which auto alone leaves out: the rules name them.)
 func TestAutoScan(t *testing.T) {
 	p1, p2 := freePort(t), freePort(t)
 	var mu sync.Mutex
-	var nsPorts, hostPorts config.PortSet // what each side "listens on"
+	var nsPorts, hostPorts fwdrule.PortSet // what each side "listens on"
 	eng := &recordingEngine{}
+	every := []string{"1-65535,auto"}
 	cfg := Config{
-		Rules: Rules{
-			TCP: config.DefaultPortSpec(), TCPNS: config.DefaultPortSpec(),
-			UDP: config.PortSpec{Mode: config.PortsNone}, UDPNS: config.PortSpec{Mode: config.PortsNone},
-		},
+		Ports:  options(t, every, []string{"none"}, every, []string{"none"}),
 		Engine: eng, InNS: func(f func() error) error { return f() },
 		IPv4: true, NoSplice: true,
-		Listening: func(nsSide bool) (tcp, udp config.PortSet, err error) {
+		Listening: func(nsSide bool) (tcp, udp fwdrule.PortSet, err error) {
 			mu.Lock()
 			defer mu.Unlock()
 			if nsSide {
@@ -75,13 +67,48 @@ func TestAutoScan(t *testing.T) {
 		t.Errorf("namespace listeners: got %d, want 0 (p1 is our own)", n)
 	}
 	mu.Lock()
-	nsPorts = config.PortSet{}
+	nsPorts = fwdrule.PortSet{}
 	nsPorts.Add(p2)
 	mu.Unlock()
 	pf.tick()
 	if got, want := eng.open(), []uint16{p2}; !slices.Equal(got, want) {
 		t.Errorf("after p1 went away: host listeners on %v, want %v", got, want)
 	}
+}
+
+// TestAutoEphemeral: auto alone (the default) forwards a port the
+// namespace listens on, but never one of the host's ephemeral range.
+func TestAutoEphemeral(t *testing.T) {
+	eph, low := freePort(t), freeLowPort(t)
+	var ns fwdrule.PortSet
+	ns.Add(eph)
+	ns.Add(low)
+	pf, eng := startFake(t, options(t, nil, []string{"none"}, []string{"none"}, []string{"none"}),
+		func(nsSide bool) (tcp, udp fwdrule.PortSet, err error) {
+			if nsSide {
+				return ns, udp, nil
+			}
+			return
+		})
+	pf.tick()
+	if got, want := eng.open(), []uint16{low}; !slices.Equal(got, want) {
+		t.Errorf("host listeners on %v, want %v (%d is ephemeral)", got, want, eph)
+	}
+}
+
+// freeLowPort is a TCP port below the ephemeral range that 0.0.0.0 can
+// bind now.
+func freeLowPort(t *testing.T) uint16 {
+	t.Helper()
+	eph := fwdrule.Ephemeral()
+	for p := 20000; p < int(eph.First) && p < 30000; p++ {
+		if l, err := net.Listen("tcp4", fmt.Sprintf("0.0.0.0:%d", p)); err == nil {
+			l.Close()
+			return uint16(p)
+		}
+	}
+	t.Skip("no free port below the ephemeral range")
+	return 0
 }
 
 // recordingEngine is the engine's listener API without an engine: it

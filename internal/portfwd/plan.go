@@ -8,7 +8,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/gopasta/gopasta/internal/config"
 	"github.com/gopasta/gopasta/internal/fwdrule"
 	"github.com/gopasta/gopasta/internal/sock"
 )
@@ -23,7 +22,8 @@ import (
 type side struct {
 	v4, v6 bool // families in use (-4, -6)
 	// loopbackOnly: binds to an unspecified address go to 127.0.0.1 and
-	// ::1 instead (namespace-side listeners, and --splice-only).
+	// ::1 instead (namespace-side listeners, and --splice-only), except on
+	// the namespace's side when bound to interface lo (see bindAddrs).
 	loopbackOnly bool
 	isNS         bool // the namespace's side (SPLICE: -T, -U)
 	// loopbackSplice: a host socket on the any address gets a loopback
@@ -109,8 +109,14 @@ func (p listenPlan) err(err error) error {
 
 // bindAddrs lists the addresses a rule binds: its own, else any (or
 // loopback) in each family in use. On a loopback-only side an
-// unspecified address means that family's loopback.
+// unspecified address means that family's loopback, but for the
+// namespace's rules bound to interface lo (-T and -U where binding to a
+// device works): those bind to any address on lo, which takes
+// connections to every address of 127.0.0.0/8 (and ::1) but no other, as
+// pasta's do (passt 653705c); the kernel counts a connection to the
+// namespace's own address as not on lo, though it goes through it.
 func bindAddrs(r *fwdrule.Rule, f side) []netip.Addr {
+	lo := f.loopbackOnly && !(f.isNS && r.IfnameString() == "lo")
 	var fam []bool // v6?
 	if r.Dual() {
 		if f.v4 {
@@ -124,7 +130,7 @@ func bindAddrs(r *fwdrule.Rule, f side) []netip.Addr {
 		if (a.Is4() && !f.v4) || (a.Is6() && !f.v6) {
 			return nil
 		}
-		if !a.IsUnspecified() || !f.loopbackOnly {
+		if !a.IsUnspecified() || !lo {
 			return []netip.Addr{a}
 		}
 		fam = append(fam, a.Is6())
@@ -132,7 +138,7 @@ func bindAddrs(r *fwdrule.Rule, f side) []netip.Addr {
 	out := make([]netip.Addr, 0, len(fam))
 	for _, v6 := range fam {
 		switch {
-		case f.loopbackOnly:
+		case lo:
 			out = append(out, sock.Loopback(v6))
 		case v6:
 			out = append(out, netip.IPv6Unspecified())
@@ -185,7 +191,7 @@ func planStatic(t *fwdrule.Table, f side) []listenPlan {
 // planScan lists the sockets the table's auto rules want while the
 // target ports in tcp and udp listen on the other side (our own sockets
 // there already left out by the caller).
-func planScan(t *fwdrule.Table, f side, tcp, udp *config.PortSet) []listenPlan {
+func planScan(t *fwdrule.Table, f side, tcp, udp *fwdrule.PortSet) []listenPlan {
 	var out []listenPlan
 	for i := range t.Rules {
 		r := &t.Rules[i]

@@ -9,7 +9,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/gopasta/gopasta/internal/config"
 	"github.com/gopasta/gopasta/internal/fwdrule"
 	"github.com/gopasta/gopasta/internal/sock"
 )
@@ -27,51 +26,68 @@ func planStrings(ps []listenPlan) []string {
 	return out
 }
 
-// table converts one option's value into a table of the given side
-// (host unless f.isNS), as Start does.
-func table(t *testing.T, spec config.PortSpec, udp bool, f side) fwdrule.Table {
+// table builds the table of one option's values on the given side (host
+// unless f.isNS), the other options "none", as Start does.
+func table(t *testing.T, values []string, udp bool, f side) fwdrule.Table {
 	t.Helper()
-	var r Rules
-	none := config.PortSpec{Mode: config.PortsNone}
-	r.TCP, r.UDP, r.TCPNS, r.UDPNS = none, none, none, none
+	none := []string{"none"}
+	tcp, u, tcpns, udpns := none, none, none, none
 	switch {
 	case f.isNS && udp:
-		r.UDPNS = spec
+		udpns = values
 	case f.isNS:
-		r.TCPNS = spec
+		tcpns = values
 	case udp:
-		r.UDP = spec
+		u = values
 	default:
-		r.TCP = spec
+		tcp = values
 	}
-	ts, err := tablesFrom(&r, capsFor(f.v4, f.v6, false, false, true))
+	o := options(t, tcp, u, tcpns, udpns)
+	host, splice, err := o.Tables(capsFor(f.v4, f.v6, false, false, true), testEph)
 	if err != nil {
-		t.Fatalf("converting %+v: %v", spec, err)
+		t.Fatalf("building %q: %v", values, err)
 	}
-	return ts[b2i(f.isNS)]
+	if f.isNS {
+		return splice
+	}
+	return host
 }
 
-// planSpec is planStatic on a converted option value.
-func planSpec(t *testing.T, spec *config.PortSpec, udp bool, f side) []listenPlan {
+// testEph is the ephemeral range of these tests.
+var testEph = fwdrule.Range{First: 30000, Last: 65535}
+
+// options parses the values of -t, -u, -T and -U (nil: not given).
+func options(t *testing.T, tcp, udp, tcpns, udpns []string) fwdrule.Options {
 	t.Helper()
-	tb := table(t, *spec, udp, f)
+	var o fwdrule.Options
+	for _, opt := range []struct {
+		letter byte
+		values []string
+		dst    *[]fwdrule.Spec
+	}{{'t', tcp, &o.TCP}, {'u', udp, &o.UDP}, {'T', tcpns, &o.TCPNS}, {'U', udpns, &o.UDPNS}} {
+		for _, v := range opt.values {
+			s, err := fwdrule.Parse(opt.letter, v)
+			if err != nil {
+				t.Fatalf("parsing -%c %q: %v", opt.letter, v, err)
+			}
+			*opt.dst = append(*opt.dst, s)
+		}
+	}
+	return o
+}
+
+// planSpec is planStatic on the table of one option's values.
+func planSpec(t *testing.T, values []string, udp bool, f side) []listenPlan {
+	t.Helper()
+	tb := table(t, values, udp, f)
 	return planStatic(&tb, f)
 }
 
-// planAutoSpec is planScan on a converted option value.
-func planAutoSpec(t *testing.T, spec *config.PortSpec, udp bool, f side, listening *config.PortSet) []listenPlan {
+// planAutoSpec is planScan on the table of one option's values.
+func planAutoSpec(t *testing.T, values []string, udp bool, f side, listening *fwdrule.PortSet) []listenPlan {
 	t.Helper()
-	tb := table(t, *spec, udp, f)
+	tb := table(t, values, udp, f)
 	return planScan(&tb, f, listening, listening)
-}
-
-func mustSpec(t *testing.T, specs ...string) config.PortSpec {
-	t.Helper()
-	s, err := config.ParsePortSpecsWith(specs, config.ParseOptions{Ephemeral: config.PortRange{First: 30000, Last: 65535}})
-	if err != nil {
-		t.Fatalf("parsing %q: %v", specs, err)
-	}
-	return s
 }
 
 func TestPlanStatic(t *testing.T) {
@@ -103,10 +119,17 @@ func TestPlanStatic(t *testing.T) {
 		{"v4 address with v6 only", []string{"192.0.2.1/80"}, false, side{v6: true}, nil, 0},
 		{"loopback only (namespace side)", []string{"53"}, true, side{v4: true, v6: true, loopbackOnly: true},
 			[]string{"UDP 127.0.0.1:53->53 strict", "UDP ::1:53->53 strict"}, 2},
+		{"-T: any address on lo", []string{"8080"}, false, side{v4: true, v6: true, loopbackOnly: true, isNS: true},
+			[]string{"TCP 0.0.0.0%lo:8080->8080 strict", "TCP ::%lo:8080->8080 strict"}, 2},
+		{"-U: any address on lo", []string{"53"}, true, side{v4: true, loopbackOnly: true, isNS: true},
+			[]string{"UDP 0.0.0.0%lo:53->53 strict"}, 1},
+		{"-T with an address", []string{"127.0.0.6/8080"}, false, side{v4: true, loopbackOnly: true, isNS: true},
+			[]string{"TCP 127.0.0.6:8080->8080 strict"}, 1},
 		{"none", []string{"none"}, false, both, nil, 0},
 		{"auto only", []string{"auto"}, false, both, nil, 0},
-		{"auto and static", []string{"8000-8001,auto"}, false, side{v4: true},
-			[]string{"TCP 0.0.0.0:8000->8000", "TCP 0.0.0.0:8001->8001"}, 2},
+		{"ports with auto: none static", []string{"8000-8001,auto"}, false, side{v4: true}, nil, 0},
+		{"auto and static", []string{"auto", "8000"}, false, side{v4: true},
+			[]string{"TCP 0.0.0.0:8000->8000 strict"}, 1},
 		{"all, weak", []string{"all"}, false, side{v4: true},
 			[]string{"TCP 0.0.0.0:1->1", "TCP 0.0.0.0:2->2"}, 29999},
 		{"exclusions only", []string{"~22"}, false, side{v4: true},
@@ -122,8 +145,7 @@ func TestPlanStatic(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			spec := mustSpec(t, tc.specs...)
-			got := planSpec(t, &spec, tc.udp, tc.f)
+			got := planSpec(t, tc.specs, tc.udp, tc.f)
 			if len(got) != tc.count {
 				t.Fatalf("got %d sockets, want %d (first: %v)", len(got), tc.count, planStrings(got[:min(4, len(got))]))
 			}
@@ -135,8 +157,7 @@ func TestPlanStatic(t *testing.T) {
 }
 
 func TestPlanStaticExclusionSkipsPorts(t *testing.T) {
-	spec := mustSpec(t, "2000-5000,~3000-3010")
-	for _, p := range planSpec(t, &spec, false, side{v4: true}) {
+	for _, p := range planSpec(t, []string{"2000-5000,~3000-3010"}, false, side{v4: true}) {
 		if p.Port >= 3000 && p.Port <= 3010 {
 			t.Fatalf("got a socket for excluded port %d", p.Port)
 		}
@@ -144,21 +165,32 @@ func TestPlanStaticExclusionSkipsPorts(t *testing.T) {
 }
 
 func TestPlanUDPFromTCP(t *testing.T) {
-	tcp := mustSpec(t, "8080:80")
-	udp := config.MergeUDPFromTCP(tcp, config.PortSpec{})
-	got := planStrings(planSpec(t, &udp, true, side{v4: true}))
+	f := side{v4: true}
+	udpPlans := func(udp []string) []string {
+		o := options(t, []string{"8080:80"}, udp, []string{"none"}, []string{"none"})
+		host, _, err := o.Tables(capsFor(true, false, false, false, true), testEph)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, p := range planStatic(&host, f) {
+			if p.UDP {
+				out = append(out, p.String())
+			}
+		}
+		return out
+	}
 	// The copy keeps the port number (no translation) and is weak.
-	if want := []string{"UDP 0.0.0.0:8080->8080"}; !slices.Equal(got, want) {
+	if got, want := udpPlans(nil), []string{"UDP 0.0.0.0:8080->8080"}; !slices.Equal(got, want) {
 		t.Errorf("got %q, want %q", got, want)
 	}
-	none := config.MergeUDPFromTCP(tcp, mustSpec(t, "none"))
-	if got := planSpec(t, &none, true, side{v4: true}); len(got) != 0 {
-		t.Errorf("got %d UDP sockets with -u none, want 0", len(got))
+	if got := udpPlans([]string{"none"}); len(got) != 0 {
+		t.Errorf("got UDP sockets %q with -u none, want none", got)
 	}
 }
 
 func TestPlanAuto(t *testing.T) {
-	var listening config.PortSet
+	var listening fwdrule.PortSet
 	for _, p := range []uint16{22, 80, 8000, 3005} {
 		listening.Add(p)
 	}
@@ -167,16 +199,18 @@ func TestPlanAuto(t *testing.T) {
 		want  []string
 	}{
 		{[]string{"auto"}, []string{"TCP 0.0.0.0:22->22", "TCP 0.0.0.0:80->80", "TCP 0.0.0.0:3005->3005", "TCP 0.0.0.0:8000->8000"}},
+		// Ports with auto: only those, while listening.
+		{[]string{"8000-8010,auto"}, []string{"TCP 0.0.0.0:8000->8000"}},
+		{[]string{"20-3004,auto"}, []string{"TCP 0.0.0.0:22->22", "TCP 0.0.0.0:80->80"}},
 		// Static rules win: 8000 is forwarded statically, not by auto.
-		{[]string{"8000-8010,auto"}, []string{"TCP 0.0.0.0:22->22", "TCP 0.0.0.0:80->80", "TCP 0.0.0.0:3005->3005"}},
+		{[]string{"auto", "8000"}, []string{"TCP 0.0.0.0:22->22", "TCP 0.0.0.0:80->80", "TCP 0.0.0.0:3005->3005"}},
 		{[]string{"auto,~3000-3010,~22"}, []string{"TCP 0.0.0.0:80->80", "TCP 0.0.0.0:8000->8000"}},
 		{[]string{"::1/auto"}, nil}, // v6 scope with a v4-only side
 		{[]string{"127.0.0.1/auto"}, []string{"TCP 127.0.0.1:22->22", "TCP 127.0.0.1:80->80", "TCP 127.0.0.1:3005->3005", "TCP 127.0.0.1:8000->8000"}},
 		{[]string{"80"}, nil},
 	}
 	for _, tc := range tests {
-		spec := mustSpec(t, tc.specs...)
-		got := planStrings(planAutoSpec(t, &spec, false, side{v4: true}, &listening))
+		got := planStrings(planAutoSpec(t, tc.specs, false, side{v4: true}, &listening))
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("%q: got %q, want %q", tc.specs, got, tc.want)
 		}
@@ -195,7 +229,7 @@ const procTCP6 = `  sl  local_address                         remote_address    
 `
 
 func TestParseProcNet(t *testing.T) {
-	var s config.PortSet
+	var s fwdrule.PortSet
 	parseProcNet([]byte(procTCP), procStateListen, &s)
 	parseProcNet([]byte(procTCP6), procStateListen, &s)
 	for _, p := range []uint16{8080, 53, 22} {
@@ -206,9 +240,9 @@ func TestParseProcNet(t *testing.T) {
 	if s.Has(40000) {
 		t.Errorf("port 40000 (an established connection): got listening, want not")
 	}
-	var u config.PortSet
+	var u fwdrule.PortSet
 	parseProcNet([]byte(procTCP), procStateUnconn, &u)
-	if u != (config.PortSet{}) {
+	if u != (fwdrule.PortSet{}) {
 		t.Errorf("got ports in state 07 from a table without any")
 	}
 }
@@ -218,19 +252,20 @@ func FuzzParseProcNet(f *testing.F) {
 	f.Add([]byte(procTCP6))
 	f.Add([]byte("x\n 0: :FFFF 0:0 0A"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var s config.PortSet
+		var s fwdrule.PortSet
 		parseProcNet(b, procStateListen, &s)
 	})
 }
 
 func TestAutoUDPSet(t *testing.T) {
-	var udp, tcp config.PortSet
+	var udp, tcp fwdrule.PortSet
 	udp.Add(53)
 	udp.Add(50000) // ephemeral: a client socket
 	tcp.Add(80)
-	got := autoUDPSet(&udp, &tcp, config.PortRange{First: 32768, Last: 60999})
-	if !got.Has(53) || !got.Has(80) || got.Has(50000) {
-		t.Errorf("got 53:%v 80:%v 50000:%v, want true true false", got.Has(53), got.Has(80), got.Has(50000))
+	got := autoUDPSet(&udp, &tcp)
+	// The rules, not the scan, keep auto off the ephemeral range.
+	if !got.Has(53) || !got.Has(80) || !got.Has(50000) || got.Has(81) {
+		t.Errorf("got 53:%v 80:%v 50000:%v 81:%v, want true true true false", got.Has(53), got.Has(80), got.Has(50000), got.Has(81))
 	}
 }
 

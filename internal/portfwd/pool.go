@@ -1,11 +1,16 @@
 package portfwd
 
+// The pool of unconnected TCP sockets made inside the namespace, for spliced
+// host connections.
+
 import (
 	"fmt"
 	"net/netip"
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gopasta/gopasta/internal/faults"
 )
 
 // nsSockPool keeps a few unconnected TCP sockets created inside the
@@ -16,8 +21,12 @@ import (
 // is refilled on the namespace thread, in batches, after it drops below
 // half.
 type nsSockPool struct {
-	do     func(func() error) error // runs a function on the namespace thread
-	fam    [2]chan int              // by family: [0] IPv4, [1] IPv6
+	do func(func() error) error // runs a function on the namespace thread
+	// hold, when it reports true, holds refills back: at a descriptor
+	// limit, sockets made ahead of need would take the descriptors
+	// that the loops' spares and the connections being set up need.
+	hold   func() bool
+	fam    [2]chan int // by family: [0] IPv4, [1] IPv6
 	refill chan struct{}
 	stop   chan struct{}
 	wg     sync.WaitGroup
@@ -27,8 +36,8 @@ type nsSockPool struct {
 // many connections is served without waiting for the namespace thread.
 const nsPoolSize = 32
 
-func newNSSockPool(do func(func() error) error, v4, v6 bool) *nsSockPool {
-	p := &nsSockPool{do: do, refill: make(chan struct{}, 1), stop: make(chan struct{})}
+func newNSSockPool(do func(func() error) error, hold func() bool, v4, v6 bool) *nsSockPool {
+	p := &nsSockPool{do: do, hold: hold, refill: make(chan struct{}, 1), stop: make(chan struct{})}
 	for i, on := range [2]bool{v4, v6} {
 		if on {
 			p.fam[i] = make(chan int, nsPoolSize)
@@ -54,6 +63,9 @@ func newNSSockPool(do func(func() error) error, v4, v6 bool) *nsSockPool {
 // descriptors, a namespace going away) leaves the pool short: dial falls
 // back to the namespace thread, which reports the error properly.
 func (p *nsSockPool) fill() {
+	if p.hold != nil && p.hold() {
+		return
+	}
 	_ = p.do(func() error {
 		for i, c := range p.fam {
 			if c == nil {
@@ -64,6 +76,9 @@ func (p *nsSockPool) fill() {
 				family = unix.AF_INET6
 			}
 			for len(c) < cap(c) {
+				if err := faults.At(faults.Socket); err != nil {
+					return err
+				}
 				fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 				if err != nil {
 					return err
@@ -111,7 +126,11 @@ func (p *nsSockPool) dial(dst netip.AddrPort) (fd int, ok bool, err error) {
 	} else {
 		sa = &unix.SockaddrInet4{Port: int(dst.Port()), Addr: a.As4()}
 	}
-	if err := unix.Connect(fd, sa); err != nil && err != unix.EINPROGRESS {
+	err = faults.At(faults.Connect)
+	if err == nil {
+		err = unix.Connect(fd, sa)
+	}
+	if err != nil && err != unix.EINPROGRESS {
 		unix.Close(fd)
 		return -1, true, fmt.Errorf("splice: connect %s: %w", dst, err)
 	}

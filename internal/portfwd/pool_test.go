@@ -41,7 +41,7 @@ func TestNSSockPool(t *testing.T) {
 	}()
 	dst := netip.MustParseAddrPort(l.Addr().String())
 
-	p := newNSSockPool(do, true, false)
+	p := newNSSockPool(do, nil, true, false)
 	if calls != 1 || len(p.fam[0]) != nsPoolSize || p.fam[1] != nil {
 		t.Fatalf("after start: %d fills, %d IPv4 sockets, IPv6 pool %v; want 1, %d, none", calls, len(p.fam[0]), p.fam[1], nsPoolSize)
 	}

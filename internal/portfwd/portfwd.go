@@ -21,12 +21,12 @@
 //     through the TAP, with the peer's address kept. A loopback peer is
 //     handed back through the engine's splice hook, which connects a
 //     socket inside the namespace (from a pool made there in advance, so
-//     the engine's thread never waits for the namespace's) and gives the
-//     pair to the splice forwarder.
+//     the engine's loop never waits for the namespace's thread) and
+//     gives the pair to the splice forwarder.
 //   - Namespace listeners (-T, -U) bind the namespace's loopback, are
 //     created on the namespace's thread and are served by the splice
 //     forwarder's own loop, which accepts, dials host loopback and pumps on
-//     one thread.
+//     one goroutine.
 //   - With --splice-only there is no engine: host listeners bind loopback
 //     and are served by the splice forwarder like the namespace's.
 //
@@ -53,8 +53,8 @@ import (
 	"time"
 
 	"github.com/gopasta/gopasta/fwd"
-	"github.com/gopasta/gopasta/internal/config"
 	"github.com/gopasta/gopasta/internal/fwdrule"
+	"github.com/gopasta/gopasta/internal/limit"
 	"github.com/gopasta/gopasta/internal/sockdiag"
 	"github.com/gopasta/gopasta/splice"
 )
@@ -67,47 +67,14 @@ type Engine interface {
 	SetSpliceHook(fwd.SpliceHook)
 }
 
-// Rules are the four forwarding options, pasta's defaults applied, as
-// the command line gave them; Start turns them into the tables.
-type Rules struct {
-	TCP, UDP     config.PortSpec // host to namespace (-t, -u)
-	TCPNS, UDPNS config.PortSpec // namespace to host (-T, -U)
+// Config is what a Forwarder needs from the rest of the run.
+type Config struct {
+	// Ports are the command line's -t, -u, -T and -U; Start builds the
+	// tables from them.
+	Ports fwdrule.Options
 	// NoTCP, NoUDP (--no-tcp, --no-udp): the tables cannot hold rules
 	// of the protocol, not even through the control socket.
 	NoTCP, NoUDP bool
-}
-
-// RulesFrom applies pasta's defaults to the command line's port options:
-// auto where an option is absent, UDP forwarding what TCP does unless -u
-// or -U says otherwise, nothing for a protocol turned off.
-func RulesFrom(cfg *config.Config) Rules {
-	r := Rules{
-		TCP: defaultSpec(cfg.TCPPorts), TCPNS: defaultSpec(cfg.TCPNSPorts),
-		UDP:   config.MergeUDPFromTCP(cfg.TCPPorts, cfg.UDPPorts),
-		UDPNS: config.MergeUDPFromTCP(cfg.TCPNSPorts, cfg.UDPNSPorts),
-		NoTCP: cfg.NoTCP, NoUDP: cfg.NoUDP,
-	}
-	none := config.PortSpec{Mode: config.PortsNone}
-	if cfg.NoTCP {
-		r.TCP, r.TCPNS = none, none
-	}
-	if cfg.NoUDP {
-		r.UDP, r.UDPNS = none, none
-	}
-	return r
-}
-
-// defaultSpec applies pasta's default (auto) to an unset option.
-func defaultSpec(s config.PortSpec) config.PortSpec {
-	if s.Mode == config.PortsUnset {
-		return config.DefaultPortSpec()
-	}
-	return s
-}
-
-// Config is what a Forwarder needs from the rest of the run.
-type Config struct {
-	Rules Rules
 	// Engine serves host listeners; nil with --splice-only.
 	Engine Engine
 	// InNS runs f on a thread inside the namespace and returns its
@@ -125,11 +92,17 @@ type Config struct {
 	NoSplice, SpliceOnly, HostLoToNSLo bool
 	// Freebind (--freebind) on host listeners.
 	Freebind bool
+	// UDPTimeout and UDPStreamTimeout time spliced UDP flows
+	// (splice.Options); zero means splice's defaults.
+	UDPTimeout, UDPStreamTimeout time.Duration
 	// Logger; nil discards.
 	Logger *slog.Logger
+	// Refusals counts the connections and flows refused at a limit; the
+	// splice forwarder and the engine share it (nil counts nothing).
+	Refusals *limit.Refusals
 	// Listening, when set, reports the listening TCP and bound UDP ports
 	// of one side for auto forwarding instead of the kernel (tests).
-	Listening func(nsSide bool) (tcp, udp config.PortSet, err error)
+	Listening func(nsSide bool) (tcp, udp fwdrule.PortSet, err error)
 	// Gate, when set, holds back serving (the splice loop, auto scans,
 	// bind retries) until it closes: the sandbox goes on in between
 	// (internal/sandbox). Listeners are open when Start returns either way.
@@ -176,14 +149,14 @@ type Forwarder struct {
 	tables [2]fwdrule.Table // in force, HOST and SPLICE
 	// Ports we listen on, per side and protocol, so auto forwarding does
 	// not mirror our own sockets back.
-	ownHost, ownNS [2]config.PortSet
+	ownHost, ownNS [2]fwdrule.PortSet
 	closed         bool
 }
 
 // closer ends one listener.
 type closer func()
 
-// Start converts the rules into the tables, opens every listener they ask
+// Start builds the tables from the port options, opens every listener they ask
 // for (failing on a strict one that cannot be bound), starts the splice
 // forwarder, installs the engine's splice hook and starts the once-a-second
 // loop of auto scanning and bind retries. The listeners are open when it
@@ -196,11 +169,14 @@ func Start(ctx context.Context, cfg Config) (*Forwarder, error) {
 	if cfg.InNS == nil {
 		return nil, errors.New("portfwd: Config.InNS is required")
 	}
-	r := &cfg.Rules
-	caps := capsFor(cfg.IPv4, cfg.IPv6, r.NoTCP, r.NoUDP, ifnameWorks())
-	tables, err := tablesFrom(r, caps)
-	if err != nil {
-		return nil, err
+	caps := capsFor(cfg.IPv4, cfg.IPv6, cfg.NoTCP, cfg.NoUDP, ifnameWorks())
+	var tables [2]fwdrule.Table
+	var err error
+	if tables[tHost], tables[tNS], err = cfg.Ports.Tables(caps, fwdrule.Ephemeral()); err != nil {
+		return nil, &ConfigError{Err: err}
+	}
+	if caps&fwdrule.CapIfname == 0 && len(tables[tNS].Rules) > 0 {
+		log.Warn("binding to interface lo does not work here (it needs Linux 5.7): -T and -U forward 127.0.0.1 and ::1 only, not the rest of 127.0.0.0/8")
 	}
 	pf := &Forwarder{
 		cfg: cfg, log: log, caps: caps,
@@ -214,7 +190,8 @@ func Start(ctx context.Context, cfg Config) (*Forwarder, error) {
 	for i := range pf.tables {
 		pf.tables[i] = fwdrule.Table{Pif: tablePifs[i], Caps: caps}
 	}
-	sp, err := splice.NewForwarder(splice.Options{Logger: log})
+	sp, err := splice.NewForwarder(splice.Options{Logger: log, Refusals: cfg.Refusals,
+		UDPTimeout: cfg.UDPTimeout, UDPStreamTimeout: cfg.UDPStreamTimeout})
 	if err != nil {
 		return nil, fmt.Errorf("splice forwarder: %w", err)
 	}

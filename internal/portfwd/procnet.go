@@ -1,11 +1,14 @@
 package portfwd
 
+// The /proc/net tables of each side, auto scanning's fallback where
+// inet_diag is missing.
+
 import (
 	"errors"
 	"io"
 	"os"
 
-	"github.com/gopasta/gopasta/internal/config"
+	"github.com/gopasta/gopasta/internal/fwdrule"
 )
 
 // procNet is one side's /proc net tables (tcp, tcp6, udp, udp6), the
@@ -32,7 +35,7 @@ func openProcNet(dir string) *procNet {
 }
 
 // read returns the listening TCP and bound UDP ports.
-func (p *procNet) read() (tcp, udp config.PortSet) {
+func (p *procNet) read() (tcp, udp fwdrule.PortSet) {
 	if p == nil {
 		return tcp, udp
 	}

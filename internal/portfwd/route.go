@@ -10,7 +10,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gopasta/gopasta/fwd"
-	"github.com/gopasta/gopasta/internal/config"
+	"github.com/gopasta/gopasta/internal/fwdrule"
+	"github.com/gopasta/gopasta/internal/limit"
 	"github.com/gopasta/gopasta/internal/sock"
 	"github.com/gopasta/gopasta/splice"
 )
@@ -32,11 +33,13 @@ func (pf *Forwarder) tapTarget(v6 bool, toAddr netip.Addr) netip.Addr {
 // namespace: the rule's target address if it has one, else the namespace's
 // own address over its loopback interface, so that services bound to the
 // namespace's loopback only stay private, as in pasta. --host-lo-to-ns-lo
-// (or no address yet) makes it the namespace's loopback; so does
-// --splice-only: without a TAP the namespace never gets its address, and
-// connecting to it would fail with "network unreachable".
-func (pf *Forwarder) spliceTarget(v6 bool, toAddr netip.Addr, port uint16) netip.AddrPort {
-	a := sock.Loopback(v6)
+// (or no address yet) makes it the namespace's loopback, the same address
+// the host peer connected to (local: 127.0.0.6 stays 127.0.0.6, as in
+// pasta); so does --splice-only: without a TAP the namespace never gets
+// its address, and connecting to it would fail with "network
+// unreachable".
+func (pf *Forwarder) spliceTarget(v6 bool, toAddr netip.Addr, port uint16, local netip.Addr) netip.AddrPort {
+	a := sameLoopback(local, v6)
 	switch {
 	case toAddr.IsValid():
 		a = toAddr
@@ -47,6 +50,17 @@ func (pf *Forwarder) spliceTarget(v6 bool, toAddr netip.Addr, port uint16) netip
 		a = pf.cfg.NSAddr4
 	}
 	return netip.AddrPortFrom(a, port)
+}
+
+// sameLoopback is local if it is a loopback address of the family (v6),
+// else that family's usual loopback address: a spliced connection or flow
+// reaches the same address of 127.0.0.0/8 on the other side as it reached
+// on this one.
+func sameLoopback(local netip.Addr, v6 bool) netip.Addr {
+	if local = local.Unmap(); local.IsLoopback() && local.Is6() == v6 {
+		return local
+	}
+	return sock.Loopback(v6)
 }
 
 // register hands fd, bound as p says, to the loop that serves it: the
@@ -70,20 +84,25 @@ func (pf *Forwarder) register(p listenPlan, fd int) (closer, error) {
 		return func() { pf.cfg.Engine.RemoveListener(id) }, nil
 	}
 
-	// Spliced: a namespace listener reaches host loopback (or the rule's
-	// target); a --splice-only host listener, or a host socket's loopback
-	// companion, reaches the namespace.
-	dst := netip.AddrPortFrom(sock.Loopback(p.V6), p.toPort)
-	if p.toAddr.IsValid() {
-		dst = netip.AddrPortFrom(p.toAddr, p.toPort)
-	} else if !p.nsSide {
-		dst = pf.spliceTarget(p.V6, netip.Addr{}, p.toPort)
+	// Spliced: a namespace listener reaches host loopback, at the address
+	// the connection reached (or the rule's target); a --splice-only host
+	// listener, or a host socket's loopback companion, reaches the
+	// namespace.
+	dst := func(local netip.AddrPort) netip.AddrPort {
+		switch {
+		case p.toAddr.IsValid():
+			return netip.AddrPortFrom(p.toAddr, p.toPort)
+		case p.nsSide:
+			return netip.AddrPortFrom(sameLoopback(local.Addr(), p.V6), p.toPort)
+		}
+		return pf.spliceTarget(p.V6, netip.Addr{}, p.toPort, local.Addr())
 	}
+	bound := netip.AddrPortFrom(p.Addr, p.Port)
 	var id splice.ListenerID
 	var err error
 	if p.UDP {
-		dial := func(peer netip.AddrPort) (int, error) { return pf.dialUDP(!p.nsSide, dst, peer.Port()) }
-		l := splice.UDPListener{Fd: fd, V6: p.V6, Local: netip.AddrPortFrom(p.Addr, p.Port), Ifname: p.Ifname, Dial: dial}
+		dial := func(local, peer netip.AddrPort) (int, error) { return pf.dialUDP(!p.nsSide, dst(local), peer) }
+		l := splice.UDPListener{Fd: fd, V6: p.V6, Local: bound, Ifname: p.Ifname, Dial: dial}
 		if p.nsSide {
 			// A peer's own socket lives where the listener does.
 			l.Reply = func(local, peer netip.AddrPort) (rfd int, err error) {
@@ -96,8 +115,8 @@ func (pf *Forwarder) register(p listenPlan, fd int) (closer, error) {
 		}
 		id, err = pf.sp.AddUDPListener(l)
 	} else {
-		dial := func() (int, error) { return pf.dial(!p.nsSide, false, dst) }
-		id, err = pf.sp.AddTCPListener(splice.TCPListener{Fd: fd, Dial: dial})
+		dial := func(local netip.AddrPort) (int, error) { return pf.dial(!p.nsSide, false, dst(local)) }
+		id, err = pf.sp.AddTCPListener(splice.TCPListener{Fd: fd, Local: bound, Dial: dial})
 	}
 	if err != nil {
 		return nil, err
@@ -109,11 +128,11 @@ func (pf *Forwarder) register(p listenPlan, fd int) (closer, error) {
 // connections, once a host TCP listener may need it.
 func (pf *Forwarder) ensurePool() {
 	if pf.pool.Load() == nil {
-		pf.pool.Store(newNSSockPool(pf.cfg.InNS, pf.cfg.IPv4, pf.cfg.IPv6))
+		pf.pool.Store(newNSSockPool(pf.cfg.InNS, pf.cfg.Refusals.Active, pf.cfg.IPv4, pf.cfg.IPv6))
 	}
 }
 
-func (pf *Forwarder) own(nsSide bool) *[2]config.PortSet {
+func (pf *Forwarder) own(nsSide bool) *[2]fwdrule.PortSet {
 	if nsSide {
 		return &pf.ownNS
 	}
@@ -149,14 +168,17 @@ func (pf *Forwarder) dial(intoNS, udp bool, dst netip.AddrPort) (int, error) {
 }
 
 // dialUDP is dial for a spliced UDP flow, keeping the peer's source port
-// (sock.DialUDPFrom) where the other side lets it have it.
-func (pf *Forwarder) dialUDP(intoNS bool, dst netip.AddrPort, port uint16) (int, error) {
+// (sock.DialUDPFrom) where the other side lets it have it, and toward the
+// host its loopback address too, as pasta keeps them (into the namespace
+// the kernel picks the source address, which goes with the target).
+func (pf *Forwarder) dialUDP(intoNS bool, dst, peer netip.AddrPort) (int, error) {
 	if !intoNS {
-		return sock.DialUDPFrom(dst, port)
+		return sock.DialUDPFrom(dst, peer)
 	}
+	from := netip.AddrPortFrom(netip.Addr{}, peer.Port())
 	var fd int
 	err := pf.cfg.InNS(func() (err error) {
-		fd, err = sock.DialUDPFrom(dst, port)
+		fd, err = sock.DialUDPFrom(dst, from)
 		return err
 	})
 	return fd, err
@@ -170,10 +192,11 @@ func (pf *Forwarder) dialUDP(intoNS bool, dst netip.AddrPort, port uint16) (int,
 // they belong to.
 func (pf *Forwarder) spliceHook(c *fwd.SpliceConn) bool {
 	if pool := pf.pool.Load(); !c.UDP && pool != nil {
-		dst := pf.spliceTarget(c.V6, c.ToAddr, c.ToPort)
+		dst := pf.spliceTarget(c.V6, c.ToAddr, c.ToPort, c.Local.Addr())
 		if fd, ok, err := pool.dial(dst); ok {
 			if err != nil {
 				pf.log.Debug("splice: cannot reach the namespace", "dst", dst, "err", err)
+				pf.refused(limit.TCP, err)
 				return false
 			}
 			pf.bridge(c, fd)
@@ -184,7 +207,21 @@ func (pf *Forwarder) spliceHook(c *fwd.SpliceConn) bool {
 	case pf.slow <- *c:
 		return true
 	default:
-		return false // overloaded: reset rather than stall the engine
+		// Overloaded: reset rather than stall the engine.
+		k := limit.TCP
+		if c.UDP {
+			k = limit.UDP
+		}
+		pf.cfg.Refusals.Refuse(k, limit.Flows)
+		return false
+	}
+}
+
+// refused counts a spliced connection or flow of kind k that err refused,
+// when err is a limit.
+func (pf *Forwarder) refused(k limit.Kind, err error) {
+	if res, ok := limit.Of(err); ok {
+		pf.cfg.Refusals.Refuse(k, res)
 	}
 }
 
@@ -211,11 +248,11 @@ func (pf *Forwarder) slowPath() {
 				}
 				continue
 			}
-			dst := pf.spliceTarget(c.V6, c.ToAddr, c.ToPort)
+			dst := pf.spliceTarget(c.V6, c.ToAddr, c.ToPort, c.Local.Addr())
 			var other int
 			var err error
 			if c.UDP {
-				other, err = pf.dialUDP(true, dst, c.Peer.Port())
+				other, err = pf.dialUDP(true, dst, c.Peer)
 			} else {
 				other, err = pf.dial(true, false, dst)
 			}
@@ -223,8 +260,10 @@ func (pf *Forwarder) slowPath() {
 				pf.log.Debug("splice: cannot reach the namespace", "dst", dst, "err", err)
 				if c.UDP {
 					unix.Close(c.Fd)
+					pf.refused(limit.UDP, err)
 				} else {
 					sock.Abort(c.Fd)
+					pf.refused(limit.TCP, err)
 				}
 				continue
 			}

@@ -8,7 +8,8 @@ import (
 	"time"
 
 	"github.com/gopasta/gopasta/fwd"
-	"github.com/gopasta/gopasta/internal/config"
+	"github.com/gopasta/gopasta/internal/fwdrule"
+	"github.com/gopasta/gopasta/internal/nstest"
 	"github.com/gopasta/gopasta/internal/sock"
 )
 
@@ -20,8 +21,8 @@ import (
 func TestSpliceHookLateUDP(t *testing.T) {
 	eng := &recordingEngine{}
 	pf, err := Start(context.Background(), Config{
-		Rules: tcpOnly(t), Engine: eng, InNS: func(f func() error) error { return f() }, IPv4: true,
-		Listening: func(bool) (tcp, udp config.PortSet, err error) { return },
+		Ports: tcpOnly(t), Engine: eng, InNS: func(f func() error) error { return f() }, IPv4: true,
+		Listening: func(bool) (tcp, udp fwdrule.PortSet, err error) { return },
 	})
 	if err != nil {
 		t.Fatalf("Start: %v", err)
@@ -58,21 +59,41 @@ func TestSpliceHookLateUDP(t *testing.T) {
 			t.Fatalf("hook refused hand-over %d", i)
 		}
 	}
-	srv.SetReadDeadline(time.Now().Add(5 * time.Second))
+	nstest.ReadFlow(t, srv, "early", "late")
 	buf := make([]byte, 64)
-	var from netip.AddrPort
-	for i, want := range []string{"early", "late"} {
-		n, addr, err := srv.ReadFromUDPAddrPort(buf)
-		if err != nil || string(buf[:n]) != want {
-			t.Fatalf("datagram %d: got %q, %v; want %q", i, buf[:n], err, want)
-		}
-		if i > 0 && addr != from {
-			t.Errorf("datagram %d from %v, want %v (the flow's socket)", i, addr, from)
-		}
-		from = addr
-	}
 	srv.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
 	if n, _, err := srv.ReadFromUDPAddrPort(buf); err == nil {
 		t.Errorf("got %q after the flow's datagrams, want nothing", buf[:n])
+	}
+}
+
+// TestSpliceTarget: where a spliced host connection goes in the
+// namespace: the rule's target, else the namespace's address, else (with
+// --host-lo-to-ns-lo or --splice-only) the loopback address the host peer
+// connected to, of the same family.
+func TestSpliceTarget(t *testing.T) {
+	ns4, ns6 := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("2001:db8::1")
+	lo6 := netip.MustParseAddr("127.0.0.6")
+	for _, tc := range []struct {
+		name          string
+		cfg           Config
+		v6            bool
+		toAddr, local netip.Addr
+		want          string
+	}{
+		{"the namespace's address", Config{NSAddr4: ns4, NSAddr6: ns6}, false, netip.Addr{}, lo6, "192.0.2.1:80"},
+		{"the namespace's IPv6 address", Config{NSAddr4: ns4, NSAddr6: ns6}, true, netip.Addr{}, netip.IPv6Loopback(), "[2001:db8::1]:80"},
+		{"the rule's target", Config{NSAddr4: ns4, HostLoToNSLo: true}, false, netip.MustParseAddr("10.0.0.9"), lo6, "10.0.0.9:80"},
+		{"--host-lo-to-ns-lo keeps 127.0.0.6", Config{NSAddr4: ns4, HostLoToNSLo: true}, false, netip.Addr{}, lo6, "127.0.0.6:80"},
+		{"--host-lo-to-ns-lo, ::1", Config{NSAddr6: ns6, HostLoToNSLo: true}, true, netip.Addr{}, netip.IPv6Loopback(), "[::1]:80"},
+		{"--host-lo-to-ns-lo, address unknown", Config{HostLoToNSLo: true}, false, netip.Addr{}, netip.Addr{}, "127.0.0.1:80"},
+		{"--host-lo-to-ns-lo, another family", Config{HostLoToNSLo: true}, true, netip.Addr{}, lo6, "[::1]:80"},
+		{"--splice-only keeps 127.0.0.6", Config{SpliceOnly: true}, false, netip.Addr{}, lo6, "127.0.0.6:80"},
+		{"no address yet", Config{}, false, netip.Addr{}, lo6, "127.0.0.6:80"},
+	} {
+		pf := &Forwarder{cfg: tc.cfg}
+		if got := pf.spliceTarget(tc.v6, tc.toAddr, 80, tc.local).String(); got != tc.want {
+			t.Errorf("%s: got %s, want %s", tc.name, got, tc.want)
+		}
 	}
 }

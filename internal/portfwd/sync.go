@@ -24,7 +24,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/gopasta/gopasta/internal/config"
 	"github.com/gopasta/gopasta/internal/fwdrule"
 	"github.com/gopasta/gopasta/internal/sock"
 )
@@ -282,7 +281,7 @@ func (pf *Forwarder) isClosed() bool {
 
 // updateOwn recomputes the ports we listen on, per side and protocol.
 func (pf *Forwarder) updateOwn() {
-	var own [2][2]config.PortSet
+	var own [2][2]fwdrule.PortSet
 	for k := range pf.set.socks {
 		own[b2i(k.nsSide)][b2i(k.udp)].Add(k.port)
 	}

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gopasta/gopasta/internal/config"
 	"github.com/gopasta/gopasta/internal/fwdrule"
 )
 
@@ -27,24 +26,23 @@ func hostTables(rules ...fwdrule.Rule) []fwdrule.Table {
 	return []fwdrule.Table{{Pif: fwdrule.PifHost, Rules: rules}, {Pif: fwdrule.PifSplice}}
 }
 
-// noneRules forwards nothing but tcp on the host side.
-func tcpOnly(t *testing.T, tcp ...string) Rules {
-	none := config.PortSpec{Mode: config.PortsNone}
-	r := Rules{TCP: none, UDP: none, TCPNS: none, UDPNS: none}
-	if len(tcp) > 0 {
-		r.TCP = mustSpec(t, tcp...)
+// tcpOnly forwards nothing but the TCP values on the host side.
+func tcpOnly(t *testing.T, tcp ...string) fwdrule.Options {
+	if len(tcp) == 0 {
+		tcp = []string{"none"}
 	}
-	return r
+	none := []string{"none"}
+	return options(t, tcp, none, none, none)
 }
 
-func startFake(t *testing.T, rules Rules, listening func(bool) (config.PortSet, config.PortSet, error)) (*Forwarder, *recordingEngine) {
+func startFake(t *testing.T, ports fwdrule.Options, listening func(bool) (fwdrule.PortSet, fwdrule.PortSet, error)) (*Forwarder, *recordingEngine) {
 	t.Helper()
 	eng := &recordingEngine{}
 	if listening == nil {
-		listening = func(bool) (tcp, udp config.PortSet, err error) { return }
+		listening = func(bool) (tcp, udp fwdrule.PortSet, err error) { return }
 	}
 	pf, err := Start(context.Background(), Config{
-		Rules: rules, Engine: eng, InNS: func(f func() error) error { return f() },
+		Ports: ports, Engine: eng, InNS: func(f func() error) error { return f() },
 		IPv4: true, NoSplice: true, Listening: listening,
 	})
 	if err != nil {
@@ -180,7 +178,7 @@ func TestStartStrictFails(t *testing.T) {
 	free := freePort(t)
 	eng := &recordingEngine{}
 	_, err = Start(context.Background(), Config{
-		Rules: tcpOnly(t, strconv.Itoa(int(free)), strconv.Itoa(busy)), Engine: eng,
+		Ports: tcpOnly(t, strconv.Itoa(int(free)), strconv.Itoa(busy)), Engine: eng,
 		InNS: func(f func() error) error { return f() }, IPv4: true, NoSplice: true,
 	})
 	var fe *ForwardError
@@ -195,9 +193,9 @@ func TestStartStrictFails(t *testing.T) {
 // TestReplaceScan: auto rules given by an update start scanning at once.
 func TestReplaceScan(t *testing.T) {
 	p := freePort(t)
-	var ns config.PortSet
+	var ns fwdrule.PortSet
 	ns.Add(p)
-	pf, eng := startFake(t, tcpOnly(t), func(nsSide bool) (tcp, udp config.PortSet, err error) {
+	pf, eng := startFake(t, tcpOnly(t), func(nsSide bool) (tcp, udp fwdrule.PortSet, err error) {
 		if nsSide {
 			return ns, udp, nil
 		}
@@ -262,7 +260,7 @@ func TestReplaceKeepsConnections(t *testing.T) {
 	backend := echoServer(t)
 	p1, p2 := freePort(t), freePort(t)
 	pf, err := Start(context.Background(), Config{
-		Rules: tcpOnly(t, fmt.Sprintf("%d:%d", p1, backend)),
+		Ports: tcpOnly(t, fmt.Sprintf("%d:%d", p1, backend)),
 		InNS:  func(f func() error) error { return f() }, IPv4: true, SpliceOnly: true,
 	})
 	if err != nil {

@@ -1,5 +1,8 @@
 package run
 
+// Background mode: the re-executed copy in a new session that reports
+// readiness to the foreground copy, which then exits.
+
 import (
 	"errors"
 	"fmt"

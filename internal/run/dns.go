@@ -1,5 +1,9 @@
 package run
 
+// DNS for the namespace: the host's resolv.conf, and the plan of which
+// servers and search list it gets and which DNS is redirected to a host
+// resolver.
+
 import (
 	"bufio"
 	"io"
@@ -51,11 +55,11 @@ func parseResolvConf(r io.Reader) resolvConf {
 
 // dnsPlan is how DNS reaches the namespace: the servers and search list
 // that DHCP, DHCPv6 and router advertisements hand out, and the redirection
-// of port 53 on a namespace-visible address to a host resolver.
+// of DNS (fwd.DNSPort) on a namespace-visible address to a host resolver.
 type dnsPlan struct {
 	DNS4, DNS6             []netip.Addr
 	Search                 []string
-	Forward4, Forward6     netip.Addr // namespace-side address whose port 53 is redirected
+	Forward4, Forward6     netip.Addr // namespace-side address whose DNS is redirected
 	ForwardTo4, ForwardTo6 netip.Addr // the host resolver it goes to
 }
 
@@ -65,8 +69,8 @@ type dnsInput struct {
 	NoDNS    bool         // -D none
 	Search   []string     // -S (nil: the host's search list)
 	NoSearch bool         // -S none
-	// Forward (--dns-forward): the namespace-side address whose port 53
-	// goes to Host (--dns-host, else the host's first resolver).
+	// Forward (--dns-forward): the namespace-side address whose DNS
+	// (fwd.DNSPort) goes to Host (--dns-host, else the host's first resolver).
 	Forward4, Forward6 netip.Addr
 	Host4, Host6       netip.Addr
 	// MapLo: the address whose traffic goes to host loopback (the
@@ -86,7 +90,7 @@ type dnsInput struct {
 //     it, but the mapping sends its traffic to host loopback instead.
 //
 // For both, the namespace is told to use the mapped address (the gateway),
-// and DNS (TCP and UDP port 53) to it is forwarded as if it were the
+// and DNS (TCP and UDP ports 53 and 853) to it is forwarded as if it were the
 // --dns-forward address, so that the mapping does not shadow the gateway's
 // own resolver: to --dns-host if given, else to the resolver the mapped
 // address stands for (the first that qualifies, per family; pasta takes the

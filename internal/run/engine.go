@@ -1,5 +1,8 @@
 package run
 
+// The engine's parameters from the command line and the network plan, the
+// engine started on the link, and its --stats lines.
+
 import (
 	"context"
 	"fmt"
@@ -11,6 +14,8 @@ import (
 
 	"github.com/gopasta/gopasta/fwd"
 	"github.com/gopasta/gopasta/internal/config"
+	"github.com/gopasta/gopasta/internal/limit"
+	"github.com/gopasta/gopasta/ns"
 )
 
 // engineSetup is everything the engine needs, derived from the command line
@@ -62,6 +67,7 @@ func planEngine(cfg *config.Config, p *netPlan, rc resolvConf) engineSetup {
 		MapGuestAddr4: cfg.MapGuestAddr4, MapGuestAddr6: cfg.MapGuestAddr6,
 		Outbound4: cfg.Outbound4, Outbound6: cfg.Outbound6,
 		OutboundIf4: cfg.OutboundIf4, OutboundIf6: cfg.OutboundIf6,
+		Freebind: cfg.Freebind,
 	}
 	// The address whose traffic goes to host loopback: DNS on it may need
 	// to reach a loopback resolver.
@@ -132,10 +138,16 @@ func startEngine(ctx context.Context, cfg *config.Config, dl *dataLink, es engin
 		close(done.done)
 	}()
 	if cfg.Stats > 0 {
-		go every(ctx, cfg.Stats, func() { logStats(e, log) })
+		go every(ctx, cfg.Stats, func() { logStats(e, es.opts.Refusals, log) })
 	}
 	return e, done, closePcap, nil
 }
+
+// neighbourSource is the host's neighbour table (ns.Neighbours) as the
+// engine follows it (fwd.NeighbourSource).
+type neighbourSource struct{ *ns.Neighbours }
+
+func (s neighbourSource) Read(h fwd.NeighbourHandler) error { return s.Neighbours.Read(h) }
 
 // engineRun is a running engine: done closes when Run returns, and err is
 // Run's result from then on (any number of goroutines may wait).
@@ -144,16 +156,19 @@ type engineRun struct {
 	err  error
 }
 
-// logStats prints the engine's counters (--stats).
-func logStats(e *fwd.Engine, log *slog.Logger) {
+// logStats prints the engine's counters (--stats), and what every loop
+// refused at a limit since the start.
+func logStats(e *fwd.Engine, r *limit.Refusals, log *slog.Logger) {
 	s := e.Stats()
 	var drops uint64
 	for _, d := range s.Drops {
 		drops += d
 	}
+	ref := r.Totals()
 	log.Info("stats", "frames_in", s.FramesIn, "frames_out", s.FramesOut,
 		"bytes_in", s.BytesIn, "bytes_out", s.BytesOut, "drops", drops,
-		"tcp", s.FlowsTCP, "udp", s.FlowsUDP, "icmp", s.FlowsICMP, "evicted", s.Evicted)
+		"tcp", s.FlowsTCP, "udp", s.FlowsUDP, "icmp", s.FlowsICMP, "evicted", s.Evicted,
+		"refused_tcp", ref[limit.TCP], "refused_udp", ref[limit.UDP], "refused_icmp", ref[limit.ICMP])
 }
 
 // every calls fn every interval until ctx ends (--stats).

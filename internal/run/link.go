@@ -25,8 +25,8 @@ import (
 // vhostRXEnv selects where vhost-mode RX comes from: "read" (readv(2) on
 // the TAP, vhost-net for TX only; the default) or "queue" (the vhost RX
 // virtqueue). It exists for the benchmark behind the default
-// (docs/vhost.md): read(2) measured faster in every row, because the queue
-// costs a second copy of each frame. Not a user-facing option.
+// (docs/vhost.md): read(2) is the faster, because the queue costs a
+// second copy of each frame. Not a user-facing option.
 const vhostRXEnv = "GOPASTA_VHOST_RX"
 
 // dataLink is the TAP and, when vhost-net carries its frames, the vhost

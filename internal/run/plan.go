@@ -1,5 +1,8 @@
 package run
 
+// The network plan: the namespace's addresses, routes, MTU and gateways,
+// from the command line and the host's template interface.
+
 import (
 	"fmt"
 	"net"

@@ -1,5 +1,8 @@
 package run
 
+// A re-executed copy of gopasta named after its argv[0], not the kernel's
+// "exe".
+
 import (
 	"bytes"
 	"os"

@@ -1,5 +1,8 @@
 package run
 
+// Main and Run: one run from the configuration to the exit status, and
+// waiting for the spawned command.
+
 import (
 	"context"
 	"fmt"
@@ -17,6 +20,8 @@ import (
 	"github.com/gopasta/gopasta/internal/cmdline"
 	"github.com/gopasta/gopasta/internal/config"
 	"github.com/gopasta/gopasta/internal/ctlsock"
+	"github.com/gopasta/gopasta/internal/faults"
+	"github.com/gopasta/gopasta/internal/limit"
 	"github.com/gopasta/gopasta/internal/logging"
 	"github.com/gopasta/gopasta/internal/portfwd"
 	"github.com/gopasta/gopasta/internal/sandbox"
@@ -88,6 +93,11 @@ func Run(cfg *config.Config) (int, error) {
 	}
 	defer closeLog.Close()
 	slog.SetDefault(log)
+	if faults.Enabled {
+		// A test build (package faults): say what was injected, for the
+		// test to check that every error path ran.
+		defer func() { log.Warn("faults injected", "counts", faults.Report()) }()
+	}
 
 	tmpl, err := ns.DiscoverTemplate(ns.TemplateOptions{
 		Interface:   cfg.Interface,
@@ -124,6 +134,9 @@ func Run(cfg *config.Config) (int, error) {
 		}
 		netnsPath = child.NetNSPath()
 	}
+	// The command has its own descriptor limit, as it was given to us:
+	// ours goes up once it is spawned.
+	log.Debug("descriptor limit", "RLIMIT_NOFILE", raiseFileLimit())
 	// From here on a failure must not leave the spawned namespace behind.
 	fail := func(err error) (int, error) {
 		if child != nil {
@@ -140,7 +153,7 @@ func Run(cfg *config.Config) (int, error) {
 	defer th.Close()
 
 	var dev *tap.Device
-	var dl *dataLink // the TAP, with vhost-net on it per --vhost (vhost.go)
+	var dl *dataLink // the TAP, with vhost-net on it per --vhost (link.go)
 	err = th.Do(func() error {
 		if err := ns.LoopbackUp(); err != nil {
 			return fmt.Errorf("bringing up lo in the namespace: %w", err)
@@ -176,6 +189,26 @@ func Run(cfg *config.Config) (int, error) {
 	// on: gate closes then.
 	gate := make(chan struct{})
 	es := planEngine(cfg, plan, readResolvConf("/etc/resolv.conf"))
+	// The host's TCP and UDP timeouts, read while there is a file system.
+	timeouts := hostTimeouts(procSys)
+	logTimeouts(log, timeouts)
+	es.opts.Timeouts = &timeouts
+	// What the loops refuse at a limit: one count and one episode log
+	// for the engine, the splice loop and port forwarding.
+	refusals := &limit.Refusals{Log: log}
+	defer refusals.Stop()
+	es.opts.Refusals = refusals
+	// IPv6 multicast from the namespace leaves by the template interface.
+	es.opts.MulticastIf6 = tmpl.Ifindex6
+	if !cfg.SpliceOnly && !tmpl.Local {
+		// The template interfaces' neighbours, mirrored by the engine.
+		if nb, err := ns.WatchNeighbours(tmpl.Ifindex4, tmpl.Ifindex6); err != nil {
+			log.Warn("not following the host's neighbour table: ARP and NDP answer with our MAC address", "err", err)
+		} else {
+			defer nb.Close() // after the engine stops (deferred later)
+			es.opts.Neighbours = neighbourSource{nb}
+		}
+	}
 	var eng *fwd.Engine
 	engineDone := &engineRun{done: make(chan struct{})} // never closes without an engine
 	if cfg.SpliceOnly {
@@ -203,11 +236,12 @@ func Run(cfg *config.Config) (int, error) {
 	// Port forwarding (-t, -u, -T, -U): listeners open before the
 	// command starts or the pid file says we are ready.
 	fc := portfwd.Config{
-		Rules: portfwd.RulesFrom(cfg), InNS: th.Do,
+		Ports: cfg.Ports, NoTCP: cfg.NoTCP, NoUDP: cfg.NoUDP, InNS: th.Do,
 		IPv4: plan.IPv4, IPv6: plan.IPv6,
 		NSAddr4: es.params.Addr4, NSAddr6: es.params.Addr6,
 		NoSplice: cfg.NoSplice, SpliceOnly: cfg.SpliceOnly, HostLoToNSLo: cfg.HostLoToNSLo,
-		Freebind: cfg.Freebind, Logger: log, Gate: gate,
+		Freebind: cfg.Freebind, Logger: log, Gate: gate, Refusals: refusals,
+		UDPTimeout: timeouts.UDP, UDPStreamTimeout: timeouts.UDPStream,
 	}
 	if eng != nil {
 		fc.Engine = eng
@@ -244,6 +278,7 @@ func Run(cfg *config.Config) (int, error) {
 		return fail(err)
 	}
 	close(gate) // the first frame is read from here on
+	faults.Start()
 
 	// SIGQUIT too: the command gets it (Ctrl-\, or passed on by the copy
 	// outside the user namespace), where Go's default would dump our
@@ -287,9 +322,6 @@ func Run(cfg *config.Config) (int, error) {
 // The watch and the control socket (either may be nil) name the
 // directories they still use.
 func confine(cfg *config.Config, watch *ns.Watch, ctl *ctlsock.Server, logFile io.Closer, log *slog.Logger) error {
-	// Auto forwarding reads the host's ephemeral port range through a
-	// descriptor opened on first use: first use is now.
-	_, _ = config.ReadEphemeralRange()
 	o := sandbox.Options{
 		RunAsInParent: ns.InReexecUserNS(),
 		Debug:         cfg.Debug,

@@ -1,5 +1,8 @@
 package sandbox
 
+// The identity the confined process takes: nobody or --runas, translated
+// into the user namespace it runs in, and the change itself.
+
 import (
 	"errors"
 	"fmt"

@@ -75,6 +75,13 @@ func child(role string) int {
 			return 4
 		}
 		return forbidden(arg)
+	case "applylog":
+		// The whole sandbox in log mode (the environment says so).
+		if _, err := Apply(Options{LogFd: 2}); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 3
+		}
+		return forbidden(arg)
 	case "bench":
 		return benchChild(arg)
 	case "inherited":
@@ -147,7 +154,7 @@ func runChild(t *testing.T, role string, extraEnv ...string) (stdout, stderr str
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-	cmd.Env = append(append(os.Environ(), childEnv+"="+role), extraEnv...)
+	cmd.Env = append(append(os.Environ(), childEnv+"="+role, SeccompEnv+"=", SeccompReportEnv+"="), extraEnv...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -235,7 +242,7 @@ func TestApply(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"=apply:open", "GOPASTA_SANDBOX_TEST_REMOVE="+sockFile)
+	cmd.Env = append(os.Environ(), childEnv+"=apply:open", "GOPASTA_SANDBOX_TEST_REMOVE="+sockFile, SeccompEnv+"=", SeccompReportEnv+"=")
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -289,6 +296,38 @@ func TestApply(t *testing.T) {
 	}
 	if _, err := os.Stat(sockFile); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("%s after unlinkat in its kept directory: got %v, want it gone", sockFile, err)
+	}
+}
+
+// TestApplyReport: with GOPASTA_SECCOMP=log and GOPASTA_SECCOMP_REPORT,
+// a forbidden call after Apply goes on, and the report file, opened before
+// the sandbox, gets one line naming it, the process and the thread.
+func TestApplyReport(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the child starts as root and drops to nobody")
+	}
+	if err := Check(); err != nil {
+		t.Skipf("%v (make test builds without cgo)", err)
+	}
+	info, err := arch.GetInfo("")
+	if err != nil {
+		t.Skip(err)
+	}
+	report := filepath.Join(t.TempDir(), "report")
+	out, errOut, ws := runChild(t, "applylog:open", SeccompEnv+"=log", SeccompReportEnv+"="+report)
+	// The call goes on (and fails: there is nothing to open in the
+	// sandbox's empty root, and Landlock grants nothing).
+	if !ws.Exited() || ws.ExitStatus() != 0 || !strings.Contains(out, "open: ") {
+		t.Fatalf("got %v, stdout %q, stderr %q: want open to come back and exit 0", ws, out, errOut)
+	}
+	b, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	want := fmt.Sprintf("openat (%d) pid ", info.SyscallNames["openat"])
+	if len(lines) != 1 || !strings.HasPrefix(lines[0], want) || !strings.Contains(lines[0], " tid ") || !strings.HasSuffix(lines[0], os.Args[0]+" -test.run=^$)") {
+		t.Errorf("report file: got %q, want one line %q... tid ... (%s -test.run=^$)", b, want, os.Args[0])
 	}
 }
 

@@ -22,6 +22,11 @@ package sandbox
 //     later one) go on (SECCOMP_USER_NOTIF_FLAG_CONTINUE). This is not a
 //     sandbox; docs/security.md says so.
 //
+// In both supervised modes, GOPASTA_SECCOMP_REPORT names a file that gets
+// one line per reported call too, appended with a single write(2) each, so
+// that the lines of many processes sharing it stay whole: the test suite
+// runs in log mode and fails on any line there.
+//
 // The supervisor allocates nothing and takes no lock after start: the
 // offending thread may hold any lock of the runtime. Its own calls (ioctl,
 // write, tgkill, nanosleep, exit_group) are on the list, or it would wait
@@ -38,8 +43,10 @@ package sandbox
 
 import (
 	"fmt"
+	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"unsafe"
 
 	seccomp "github.com/elastic/go-seccomp-bpf"
@@ -171,18 +178,25 @@ type seccompNotifResp struct {
 
 // supervisor handles notifications from the filter.
 type supervisor struct {
-	fd    int // the listener
-	out   int // where lines go (stderr or the log file)
-	pid   int // ours, for tgkill
-	mode  filterMode
-	names []string // system call names by number, "" when unknown
-	seen  [1024]bool
+	fd     int // the listener
+	out    int // where lines go (stderr or the log file)
+	report int // SeccompReportEnv's file, -1 for none
+	pid    int // ours, for tgkill
+	mode   filterMode
+	names  []string // system call names by number, "" when unknown
+	who    []byte   // " (gopasta's command line)", for the report file's lines
+	seen   [1024]bool
 }
 
 // newSupervisor prepares everything the supervisor needs before the filter
 // goes on: after that it must not allocate.
 func newSupervisor(out, pid int, mode filterMode) *supervisor {
-	s := &supervisor{fd: -1, out: out, pid: pid, mode: mode}
+	s := &supervisor{fd: -1, out: out, report: -1, pid: pid, mode: mode}
+	who := " (" + strings.Join(os.Args, " ")
+	if len(who) > 200 {
+		who = who[:197] + "..."
+	}
+	s.who = []byte(who + ")")
 	if info, err := arch.GetInfo(""); err == nil {
 		max := 0
 		for nr := range info.SyscallNumbers {
@@ -211,6 +225,7 @@ func (s *supervisor) run() {
 	runtime.LockOSThread()
 	var req seccompNotif
 	var line [192]byte
+	var rline [384]byte
 	for {
 		req = seccompNotif{}
 		_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(s.fd), unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(&req)))
@@ -222,19 +237,21 @@ func (s *supervisor) run() {
 		}
 		n := s.format(line[:], &req)
 		if s.mode == modeLog {
+			first := true
 			if req.nr >= 0 && int(req.nr) < len(s.seen) {
-				if !s.seen[req.nr] {
-					s.seen[req.nr] = true
-					unix.Write(s.out, line[:n])
-				}
-			} else {
+				first = !s.seen[req.nr]
+				s.seen[req.nr] = true
+			}
+			if first {
 				unix.Write(s.out, line[:n])
+				s.writeReport(rline[:], &req)
 			}
 			resp := seccompNotifResp{id: req.id, flags: unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE}
 			unix.Syscall(unix.SYS_IOCTL, uintptr(s.fd), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(&resp)))
 			continue
 		}
 		unix.Write(s.out, line[:n])
+		s.writeReport(rline[:], &req)
 		// Crash on the offending thread: the Go runtime prints its
 		// goroutine's stack. Should that not end us, exit anyway.
 		unix.Tgkill(s.pid, int(req.pid), unix.SIGSYS)
@@ -248,20 +265,44 @@ func (s *supervisor) run() {
 // end the process by itself: 128 + SIGSYS, as a shell reports a kill.
 const exitViolation = 128 + 31
 
+// name returns the name of req's system call, "unknown" if it has none.
+func (s *supervisor) name(req *seccompNotif) string {
+	if req.nr >= 0 && int(req.nr) < len(s.names) && s.names[req.nr] != "" {
+		return s.names[req.nr]
+	}
+	return "unknown"
+}
+
+// writeReport appends req's line to the report file, if there is one,
+// formatted in b.
+func (s *supervisor) writeReport(b []byte, req *seccompNotif) {
+	if s.report >= 0 {
+		unix.Write(s.report, b[:s.formatReport(b, req)])
+	}
+}
+
+// formatReport writes the report file's line, "name (N) pid P tid T
+// (command line)", into b, without allocating, and returns its length.
+func (s *supervisor) formatReport(b []byte, req *seccompNotif) int {
+	n := copy(b, s.name(req))
+	n += copy(b[n:], " (")
+	n += len(strconv.AppendInt(b[n:n], int64(req.nr), 10))
+	n += copy(b[n:], ") pid ")
+	n += len(strconv.AppendInt(b[n:n], int64(s.pid), 10))
+	n += copy(b[n:], " tid ")
+	n += len(strconv.AppendUint(b[n:n], uint64(req.pid), 10))
+	n += copy(b[n:len(b)-1], s.who)
+	b[n] = '\n'
+	return n + 1
+}
+
 // format writes "gopasta: error: seccomp: system call N (name) by thread T
 // is not allowed" into b, without allocating, and returns its length.
 func (s *supervisor) format(b []byte, req *seccompNotif) int {
 	n := copy(b, "gopasta: error: seccomp: system call ")
 	n += len(strconv.AppendInt(b[n:n], int64(req.nr), 10))
-	name := ""
-	if req.nr >= 0 && int(req.nr) < len(s.names) {
-		name = s.names[req.nr]
-	}
-	if name == "" {
-		name = "unknown"
-	}
 	n += copy(b[n:], " (")
-	n += copy(b[n:], name)
+	n += copy(b[n:], s.name(req))
 	n += copy(b[n:], ") by thread ")
 	n += len(strconv.AppendUint(b[n:n], uint64(req.pid), 10))
 	if s.mode == modeLog {

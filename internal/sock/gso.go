@@ -1,5 +1,9 @@
 package sock
 
+// UDP segmentation offload for both forwarders: the runs one message can
+// carry (GSORun), the message array (GSOBatch), and the refusals to fall
+// back on (GSORefused).
+
 import (
 	"encoding/binary"
 	"errors"

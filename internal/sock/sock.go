@@ -2,9 +2,10 @@
 // splice forwarder and run-time port forwarding share, so that each exists
 // once: socket addresses from net/netip values, listening sockets as the
 // forwarding rules ask for them, per-peer UDP reply sockets, outgoing
-// sockets, accept4 and resets, and the rules for UDP batches: how many
-// datagrams to read at once (Burst) and how to send them on in
-// segmentation offload runs (GSOBatch).
+// sockets, accept4 and resets, and UDP batches: the message arrays of
+// recvmmsg and sendmmsg (RecvBatch, Mmsg), how many datagrams to read at
+// once (Burst) and how to send them on in segmentation offload runs
+// (GSOBatch).
 //
 // Every function creates its sockets in the calling thread's network
 // namespace; a socket keeps that namespace whichever thread uses it later.
@@ -20,6 +21,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gopasta/gopasta/internal/faults"
 )
 
 // Loopback is the loopback address of a family: 127.0.0.1 or ::1.
@@ -108,6 +111,9 @@ type Acceptor struct {
 // Accept takes one connection from listening socket fd, non-blocking and
 // close-on-exec, with its peer's address.
 func (a *Acceptor) Accept(fd int) (int, netip.AddrPort, error) {
+	if err := faults.At(faults.Accept); err != nil {
+		return -1, netip.AddrPort{}, err
+	}
 	a.n = uint32(unsafe.Sizeof(a.rsa))
 	nfd, _, errno := unix.Syscall6(unix.SYS_ACCEPT4, uintptr(fd),
 		uintptr(unsafe.Pointer(&a.rsa)), uintptr(unsafe.Pointer(&a.n)),
@@ -116,6 +122,19 @@ func (a *Acceptor) Accept(fd int) (int, netip.AddrPort, error) {
 		return -1, netip.AddrPort{}, errno
 	}
 	return int(nfd), AddrPortOf(&a.rsa), nil
+}
+
+// Local is the address and port socket fd is bound to (getsockname): for a
+// connection accepted on a listener bound to any address, the address its
+// peer connected to.
+func (a *Acceptor) Local(fd int) (netip.AddrPort, error) {
+	a.n = uint32(unsafe.Sizeof(a.rsa))
+	_, _, errno := unix.Syscall(unix.SYS_GETSOCKNAME, uintptr(fd),
+		uintptr(unsafe.Pointer(&a.rsa)), uintptr(unsafe.Pointer(&a.n)))
+	if errno != 0 {
+		return netip.AddrPort{}, errno
+	}
+	return AddrPortOf(&a.rsa), nil
 }
 
 // AcceptBatch is the most connections an event loop takes off one
@@ -262,6 +281,9 @@ func socket(v6 bool, typ int) (int, error) {
 	if v6 {
 		domain = unix.AF_INET6
 	}
+	if err := faults.At(faults.Socket); err != nil {
+		return -1, err
+	}
 	fd, err := unix.Socket(domain, typ|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return -1, err
@@ -280,14 +302,31 @@ func socket(v6 bool, typ int) (int, error) {
 // insists on. local's address matters when the listener is bound to any:
 // left to routing, a reply could leave from another local address.
 func Reply(local netip.AddrPort, ifname string, peer netip.AddrPort) (int, error) {
+	return ReplyWith(local, peer, ReplyOptions{Ifname: ifname})
+}
+
+// ReplyOptions are a reply socket's (Reply) settings beyond its addresses.
+type ReplyOptions struct {
+	// Ifname binds the socket to the listener's interface
+	// (SO_BINDTODEVICE), if set.
+	Ifname string
+	// Freebind (--freebind): the socket binds local even where the host
+	// does not have that address, as the listener may: an address of a
+	// local route (IPv6 binds only configured addresses without it) or
+	// one not configured yet.
+	Freebind bool
+}
+
+// ReplyWith is Reply with options.
+func ReplyWith(local, peer netip.AddrPort, o ReplyOptions) (int, error) {
 	v6 := peer.Addr().Is6()
 	fd, err := socket(v6, unix.SOCK_DGRAM)
 	if err != nil {
 		return -1, err
 	}
 	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
-	if ifname != "" {
-		_ = unix.BindToDevice(fd, ifname)
+	if o.Ifname != "" {
+		_ = unix.BindToDevice(fd, o.Ifname)
 	}
 	la := local.Addr()
 	if la.IsUnspecified() {
@@ -295,8 +334,14 @@ func Reply(local netip.AddrPort, ifname string, peer netip.AddrPort) (int, error
 	}
 	var sa Addr
 	err = onlyFrom(fd, peer)
+	if err == nil && o.Freebind {
+		err = setFreebind(fd)
+	}
 	if err == nil {
 		err = unix.Bind(fd, sa.Of(la, local.Port(), v6))
+	}
+	if err == nil {
+		err = faults.At(faults.Connect)
 	}
 	if err == nil {
 		err = unix.Connect(fd, sa.Of(peer.Addr(), peer.Port(), v6))
@@ -367,13 +412,16 @@ func onlyFrom(fd int, peer netip.AddrPort) error {
 }
 
 // DialUDPFrom is Dial for UDP keeping the source port a peer used on the
-// other side: the socket binds port (SO_REUSEADDR, so that it may share
-// it with a forwarded port's listener or another flow, as pasta's do)
-// before it connects, and takes an ephemeral port if the port cannot be
-// had. Protocols that answer to where a datagram came from (a VPN's
-// handshake, STUN, SIP) then see the same port on both sides of a
-// spliced flow. Port 0 is Dial.
-func DialUDPFrom(dst netip.AddrPort, port uint16) (int, error) {
+// other side, and its address if it is a loopback one: the socket binds
+// them (SO_REUSEADDR, so that it may share the port with a forwarded
+// port's listener or another flow, as pasta's do) before it connects, and
+// takes an address and ephemeral port of the kernel's choice if they
+// cannot be had. Protocols that answer to where a datagram came from (a
+// VPN's handshake, STUN, SIP) then see the same port on both sides of a
+// spliced flow, and a loopback peer its own loopback address (127.0.0.6
+// stays 127.0.0.6). A source without a port is Dial.
+func DialUDPFrom(dst, src netip.AddrPort) (int, error) {
+	port := src.Port()
 	if port == 0 {
 		return Dial(true, dst)
 	}
@@ -393,11 +441,15 @@ func DialUDPFrom(dst netip.AddrPort, port uint16) (int, error) {
 		return -1, fmt.Errorf("SO_ATTACH_FILTER: %w", err)
 	}
 	var sa Addr
-	if unix.Bind(fd, sa.Of(netip.Addr{}, port, v6)) != nil {
+	from := src.Addr().Unmap()
+	if !from.IsLoopback() || from.Is6() != v6 {
+		from = netip.Addr{}
+	}
+	if unix.Bind(fd, sa.Of(from, port, v6)) != nil {
 		unix.Close(fd)
 		return Dial(true, dst)
 	}
-	if err := unix.Connect(fd, Sockaddr(dst)); err != nil {
+	if err := connect(fd, dst); err != nil {
 		unix.Close(fd)
 		return -1, fmt.Errorf("connect %s: %w", dst, err)
 	}
@@ -427,11 +479,20 @@ func Dial(udp bool, dst netip.AddrPort) (int, error) {
 	if !udp {
 		_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
 	}
-	if err := unix.Connect(fd, Sockaddr(dst)); err != nil && !errors.Is(err, unix.EINPROGRESS) {
+	if err := connect(fd, dst); err != nil && !errors.Is(err, unix.EINPROGRESS) {
 		unix.Close(fd)
 		return -1, fmt.Errorf("connect %s: %w", dst, err)
 	}
 	return fd, nil
+}
+
+// connect is connect(2), where a test build may inject a failure
+// (package faults).
+func connect(fd int, dst netip.AddrPort) error {
+	if err := faults.At(faults.Connect); err != nil {
+		return err
+	}
+	return unix.Connect(fd, Sockaddr(dst))
 }
 
 // PktDst is the destination address of a datagram, from its IP_PKTINFO or
@@ -490,11 +551,10 @@ const BurstBytes = 64 << 10
 //     overflows a receiver that reads one at a time, and each datagram
 //     dropped there cost the forwarder two copies.
 //   - Each datagram has a buffer of its own, 64 KiB apart. Thirty-two of
-//     them are 2 MiB, a core's whole L2 cache on the VM measured, so
-//     the send copies what the receive wrote from farther out: with 65000
-//     bytes per datagram, the copy into the socket took 57-94% more time
-//     per datagram in batches of up to 32 than in batches of one or two
-//     (perf samples per datagram forwarded, three pairs of runs).
+//     them are 2 MiB, as much as a core's whole L2 cache, so the send
+//     copies what the receive wrote from farther out, and the copy into
+//     the socket costs more per datagram than in batches of one or two
+//     (docs/performance.md, change 14).
 //
 // Bounding a batch to BurstBytes of payload reads large datagrams one at a
 // time, into the same hot buffer, and still 46 of 1400 bytes at once.

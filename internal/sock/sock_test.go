@@ -6,9 +6,12 @@ import (
 	"net"
 	"net/netip"
 	"testing"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gopasta/gopasta/internal/nstest"
 )
 
 // TestListenFreebind: with --freebind a forwarded port binds an address
@@ -51,8 +54,7 @@ func TestReplyZeroLength(t *testing.T) {
 			t.Fatalf("%s: listen: %v", fam, err)
 		}
 		defer unix.Close(lfd)
-		sa, _ := unix.Getsockname(lfd)
-		local := netip.AddrPortFrom(lo, uint16(portOf(sa)))
+		local := nstest.LocalAddr(t, lfd)
 		peer, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(lo, 0)))
 		if err != nil {
 			t.Fatal(err)
@@ -77,14 +79,26 @@ func TestReplyZeroLength(t *testing.T) {
 	}
 }
 
-func portOf(sa unix.Sockaddr) int {
-	switch sa := sa.(type) {
-	case *unix.SockaddrInet4:
-		return sa.Port
-	case *unix.SockaddrInet6:
-		return sa.Port
+// TestReplyFreebind: a reply socket binds where the listener's peer sent
+// to, which with --freebind may be an address the host does not have (an
+// IPv6 address of a local route, which bind(2) refuses without it).
+func TestReplyFreebind(t *testing.T) {
+	local := netip.MustParseAddrPort("[2001:db8:77::1]:5353")
+	peer := netip.MustParseAddrPort("[::1]:5354")
+	if fd, err := ReplyWith(local, peer, ReplyOptions{}); err == nil {
+		unix.Close(fd)
+		t.Fatalf("ReplyWith(%v) without Freebind: got a socket, want EADDRNOTAVAIL", local)
+	} else if !errors.Is(err, unix.EADDRNOTAVAIL) {
+		t.Fatalf("ReplyWith(%v) without Freebind: got %v, want EADDRNOTAVAIL", local, err)
 	}
-	return 0
+	fd, err := ReplyWith(local, peer, ReplyOptions{Freebind: true})
+	if err != nil {
+		t.Fatalf("ReplyWith(%v) with Freebind: %v", local, err)
+	}
+	defer unix.Close(fd)
+	if got := nstest.LocalAddr(t, fd); got != local {
+		t.Errorf("bound to %v, want %v", got, local)
+	}
 }
 
 // TestAddrPortOf: kernel socket addresses, IPv4-mapped ones unmapped.
@@ -175,30 +189,78 @@ func TestDialUDPFrom(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer exclusive.Close()
-	port := func(fd int) uint16 {
-		sa, err := unix.Getsockname(fd)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return uint16(sa.(*unix.SockaddrInet4).Port)
-	}
+	port := func(fd int) uint16 { return nstest.LocalAddr(t, fd).Port() }
 	exclusivePort := uint16(exclusive.LocalAddr().(*net.UDPAddr).Port)
 	for _, tc := range []struct {
 		name     string
+		addr     string
 		port     uint16
 		wantSame bool
+		wantAddr string // the source address: kept when a loopback one
 	}{
-		{"shared with a listener", port(shared), true},
-		{"held without SO_REUSEADDR", exclusivePort, false},
+		{"shared with a listener", "", port(shared), true, "127.0.0.1"},
+		{"held without SO_REUSEADDR", "", exclusivePort, false, "127.0.0.1"},
+		{"a loopback address kept", "127.0.0.6", port(shared), true, "127.0.0.6"},
+		{"not a loopback address", "192.0.2.77", port(shared), true, "127.0.0.1"},
+		{"another family", "::1", port(shared), true, "127.0.0.1"},
 	} {
-		fd, err := DialUDPFrom(dst, tc.port)
+		var a netip.Addr
+		if tc.addr != "" {
+			a = netip.MustParseAddr(tc.addr)
+		}
+		fd, err := DialUDPFrom(dst, netip.AddrPortFrom(a, tc.port))
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
-		if got := port(fd); (got == tc.port) != tc.wantSame || got == 0 {
+		local := nstest.LocalAddr(t, fd)
+		if got := local.Port(); (got == tc.port) != tc.wantSame || got == 0 {
 			t.Errorf("%s: got source port %d, want %d kept: %v", tc.name, got, tc.port, tc.wantSame)
 		}
+		if got := local.Addr().String(); got != tc.wantAddr {
+			t.Errorf("%s: got source address %s, want %s", tc.name, got, tc.wantAddr)
+		}
 		unix.Close(fd)
+	}
+}
+
+// TestAcceptorLocal: the address a connection accepted on a listener bound
+// to any address reached, without allocating.
+func TestAcceptorLocal(t *testing.T) {
+	lfd, err := Listen{Addr: netip.IPv4Unspecified()}.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(lfd)
+	port := nstest.LocalAddr(t, lfd).Port()
+	for _, dst := range []string{"127.0.0.1", "127.0.0.6"} {
+		c, err := net.Dial("tcp4", netip.AddrPortFrom(netip.MustParseAddr(dst), port).String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var acc Acceptor
+		var fd int
+		for range 100 {
+			if fd, _, err = acc.Accept(lfd); err != unix.EAGAIN {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if err != nil {
+			t.Fatalf("accept: %v", err)
+		}
+		got, err := acc.Local(fd)
+		if err != nil || got != netip.AddrPortFrom(netip.MustParseAddr(dst), port) {
+			t.Errorf("Local of a connection to %s: got %v (%v), want %s:%d", dst, got, err, dst, port)
+		}
+		if n := testing.AllocsPerRun(10, func() { acc.Local(fd) }); n != 0 {
+			t.Errorf("Local: got %v allocations, want 0", n)
+		}
+		unix.Close(fd)
+		c.Close()
+	}
+	var acc Acceptor
+	if _, err := acc.Local(-1); err == nil {
+		t.Errorf("Local(-1): got no error, want EBADF")
 	}
 }
 
@@ -221,8 +283,7 @@ func TestOnlyFrom(t *testing.T) {
 			if err := unix.Bind(lfd, sa.Of(netip.Addr{}, 0, v6)); err != nil {
 				t.Fatal(err)
 			}
-			lsa, _ := unix.Getsockname(lfd)
-			port := sockPort(lsa)
+			port := nstest.LocalAddr(t, lfd).Port()
 			to := netip.AddrPortFrom(addr, port)
 			peer, stranger := udpClient(t, lo), udpClient(t, lo)
 			peerAddr := netip.MustParseAddrPort(peer.LocalAddr().String())
@@ -320,30 +381,10 @@ func udpClient(t *testing.T, lo string) *net.UDPConn {
 func readAll(t *testing.T, fd int) []string {
 	t.Helper()
 	var out []string
-	buf := make([]byte, 100)
-	wait := 200
-	for {
-		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		if k, err := unix.Poll(pfd, wait); err != nil || k == 0 {
-			return out
-		}
-		wait = 20
-		n, _, err := unix.Recvfrom(fd, buf, unix.MSG_DONTWAIT)
-		if err != nil {
-			t.Fatalf("recvfrom: %v", err)
-		}
-		out = append(out, string(buf[:n]))
+	for _, d := range nstest.ReadDatagrams(t, fd, 200*time.Millisecond, 20*time.Millisecond) {
+		out = append(out, string(d))
 	}
-}
-
-func sockPort(sa unix.Sockaddr) uint16 {
-	switch a := sa.(type) {
-	case *unix.SockaddrInet4:
-		return uint16(a.Port)
-	case *unix.SockaddrInet6:
-		return uint16(a.Port)
-	}
-	return 0
+	return out
 }
 
 func TestBurst(t *testing.T) {

@@ -137,11 +137,14 @@ func childTimeout(t *testing.T) time.Duration {
 // Main is TestMain for packages that use Isolated with Unprivileged: it
 // performs the intermediate step that runs as the unprivileged uid and
 // creates the user and network namespaces, then runs the tests normally.
-func Main(m *testing.M) {
+func Main(m *testing.M) { os.Exit(Run(m)) }
+
+// Run is Main without the exit: it returns the status to exit with.
+func Run(m *testing.M) int {
 	if os.Getenv(stageEnv) == stageHop {
-		os.Exit(hop())
+		return hop()
 	}
-	os.Exit(m.Run())
+	return m.Run()
 }
 
 // hop runs as UnprivilegedUID in the initial namespaces: it creates the user

@@ -12,10 +12,8 @@
 // its P is taken away and handed off instead; getting the P back at the
 // end of the call does not start a new tick, so sysmon takes it again at
 // every look until one happens to catch the loop outside a call. Each take
-// also resets sysmon's back-off to its shortest sleep, 20 µs. Measured on a
-// spliced request/response exchange: about 4,700 sysmon wake-ups a second,
-// a forced preemption a few tens of times a second, and ten times pasta's
-// involuntary context switches on the loop thread.
+// also resets sysmon's back-off to its shortest sleep, 20 µs, so sysmon
+// wakes thousands of times a second (docs/performance.md, change 9).
 //
 // A loop that yields on its own, well inside the 10 ms, starts a new tick
 // each time, so sysmon never sees a runaway, leaves a sleeping loop's P
@@ -26,13 +24,12 @@
 // again at once: no context switch (TestUnlockedYieldIsCheap). Locked, the
 // thread hands its P to another thread, which finds the goroutine and
 // hands the P back: two or more context switches and futex calls every
-// time. So the loops do not lock their threads; nothing they do needs a
+// time; where a wake-up is most of a transaction's cost, that is a large
+// share of a request/response exchange's (docs/performance.md, change 12).
+// So the loops do not lock their threads; nothing they do needs a
 // particular one (they never change namespace, and the threads that do are
-// locked and discarded). On a spliced request/response exchange, splice
-// loop locked against unlocked: 2.21 against 2.06 context switches and 0.15
-// against 0.05 futex calls per transaction, and 57 against 43 µs of the
-// process's CPU per transaction, on a paravirtualised 2-CPU machine where a
-// wake-up is most of a transaction's cost.
+// locked and discarded). The engine's loop holds its thread only while its
+// link is backlogged and it does not sleep (fwd's threadPin).
 package yield
 
 import (

@@ -6,8 +6,8 @@ import (
 	"testing"
 )
 
-func TestGetopt(t *testing.T) {
-	tab := newOptTable(NewApp(nil).Flags)
+func TestNormalize(t *testing.T) {
+	tab := optionTable(NewApp(nil).Flags)
 	tests := []struct {
 		args     string
 		wantNorm string
@@ -33,7 +33,7 @@ func TestGetopt(t *testing.T) {
 		{"-h --bogus", "--help", ""},
 	}
 	for _, tt := range tests {
-		norm, pos, err := getopt(tab, strings.Fields(tt.args))
+		norm, pos, err := normalize(tab, strings.Fields(tt.args))
 		if err != nil {
 			t.Errorf("%q: got error %v", tt.args, err)
 			continue
@@ -47,19 +47,19 @@ func TestGetopt(t *testing.T) {
 	}
 }
 
-// FuzzGetopt: the front end never panics and, when it accepts a command
+// FuzzNormalize: the front end never panics and, when it accepts a command
 // line, its output parses again to the same thing (it is a fixed point).
-func FuzzGetopt(f *testing.F) {
+func FuzzNormalize(f *testing.F) {
 	for _, s := range []string{"-fq\x00-m1500", "--mtu=1\x00sh\x00-c", "--\x00-x", "-t\x00-1", "--no-d", "-"} {
 		f.Add(s)
 	}
-	tab := newOptTable(NewApp(nil).Flags)
+	tab := optionTable(NewApp(nil).Flags)
 	f.Fuzz(func(t *testing.T, s string) {
-		norm, _, err := getopt(tab, strings.Split(s, "\x00"))
+		norm, _, err := normalize(tab, strings.Split(s, "\x00"))
 		if err != nil {
 			return
 		}
-		again, pos, err := getopt(tab, norm)
+		again, pos, err := normalize(tab, norm)
 		if err != nil || !reflect.DeepEqual(again, norm) || len(pos) != 0 {
 			t.Fatalf("normalised %q re-parsed as %q %q %v", norm, again, pos, err)
 		}
