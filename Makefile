@@ -158,13 +158,13 @@ stress-short:
 	fi
 
 ## podman-suite: podman 5's own system tests with ./gopasta as podman's
-## pasta and again with Debian trixie's pasta, side by side: the files of
-## podman's test/system in $(PODMAN_SUITE), at the tag of trixie's podman.
-## Prints the podman and passt versions, a summary per binary and the tests
+## pasta and with Debian trixie's pasta, side by side: the files of podman's
+## test/system in $(PODMAN_SUITE), at the tag of trixie's podman. Prints the
+## podman and passt versions, a summary per binary and file and the tests
 ## whose results differ; fails if a test passes with pasta and not with
 ## gopasta. Needs root and Debian's archive; builds a trixie root under
-## /srv/gopasta-podman5 on first use (about 2 minutes) and reuses it
-## (e2e/podman5/README.md).
+## /srv/gopasta-podman5 on first use (about 2 minutes) and reuses it; the
+## three files take about 15 minutes on 2 cores (e2e/podman5/README.md).
 PODMAN_SUITE ?= 505-networking-pasta.bats 500-networking.bats 200-pod.bats
 .PHONY: podman-suite
 podman-suite: build

@@ -1,25 +1,27 @@
 #!/usr/bin/env bash
 # suite.sh GOPASTA FILE.bats...: runs podman 5's own system tests (the
 # given files of podman's test/system) rootless with GOPASTA as podman's
-# pasta, and the same files with Debian trixie's pasta, then compares: it
-# fails when a test passes with pasta and not with GOPASTA. Run as root.
+# pasta, and with Debian trixie's pasta, then compares: it fails when a
+# test passes with pasta and not with GOPASTA. Run as root.
 #
 # Environment (all optional):
 #   ROOT=/srv/gopasta-podman5  the trixie root (setup.sh builds or reuses it)
-#   COMPARE=1                  0: run GOPASTA only, no comparison
-#   SIDE_BY_SIDE=1             1: both binaries at once (each in its own
-#                              namespaces, as its own user); 0: one after
-#                              the other
+#   COMPARE=all                all: every test with both binaries, side by
+#                              side (each in its own namespaces, as its own
+#                              user); failed: pasta runs only the tests that
+#                              did not pass with GOPASTA, afterwards (the same
+#                              verdict, in half the time when all pass);
+#                              none: GOPASTA only, failing on any failure
 #   JOBS=$(nproc)              tests tagged ci:parallel run this many at a
 #                              time (bats --jobs), the others one by one
 #   FILTER=REGEX               only tests whose names match (bats --filter)
-#   LIMIT=1800                 seconds each file may take per binary
+#   LIMIT=1800                 seconds each file may take per binary and pass
 # Prints every test's result (a file's tests that run side by side once the
 # file is done), then the podman and passt versions, one summary line per
-# binary, the tests whose results differ, and the output of each test that
-# fails with GOPASTA and passes with pasta. Exits 0 if there is none, 1 if
-# there is, 2 if a run could not be completed (set-up failed, a file was
-# cut at LIMIT, no results at all).
+# binary and file, the tests whose results differ, those that fail with
+# both, and the output of each test that passes with pasta and not with
+# GOPASTA. Exits 0 if there is none, 1 if there is, 2 if a run could not be
+# completed (set-up failed, a file was cut at LIMIT, no results at all).
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/lib.sh"
@@ -27,11 +29,14 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 [ $# -ge 2 ] || { echo "usage: suite.sh GOPASTA FILE.bats..." >&2; exit 2; }
 gopasta=$(realpath "$1"); shift
 files=("$@")
-COMPARE=${COMPARE:-1}
-SIDE_BY_SIDE=${SIDE_BY_SIDE:-1}
+COMPARE=${COMPARE:-all}
 JOBS=${JOBS:-$(nproc)}
 FILTER=${FILTER:-}
 LIMIT=${LIMIT:-1800}
+case $COMPARE in
+all | failed | none) ;;
+*) die "COMPARE=$COMPARE: want all, failed or none" ;;
+esac
 [ "$(id -u)" = 0 ] || die "suite.sh must run as root"
 [ -x "$gopasta" ] || die "not an executable: $gopasta"
 # Rootless pasta opens the TAP device as the test user: mode 0666, as
@@ -47,136 +52,93 @@ bash "$here/setup.sh" || die "setup.sh failed"
 # Each binary is the pasta of one user (setup.sh's helper_binaries_dir):
 # p5gopasta runs a copy of GOPASTA, p5pasta trixie's /usr/bin/pasta (a link,
 # so passt's own re-execution of its AVX2 build still finds it).
-runs="gopasta:p5gopasta"
 install -D -m 755 "$gopasta" "$ROOT$UNDER_TEST/p5gopasta/pasta"
-if [ "$COMPARE" = 1 ]; then
-	runs="$runs pasta:p5pasta"
-	mkdir -p "$ROOT$UNDER_TEST/p5pasta"
-	ln -sfn /usr/bin/pasta "$ROOT$UNDER_TEST/p5pasta/pasta"
-fi
+mkdir -p "$ROOT$UNDER_TEST/p5pasta"
+ln -sfn /usr/bin/pasta "$ROOT$UNDER_TEST/p5pasta/pasta"
+# run-one.sh runs inside the root; a copy of this checkout's goes there.
+install -D -m 755 "$here/run-one.sh" "$ROOT/opt/podman5/run-one.sh"
 
 results=/var/tmp/podman5-results
 rm -rf "$ROOT$results"
 mkdir -p "$ROOT$results"
+export RESULTS=$results JOBS FILTER LIMIT
+tab=$(printf '\t')
 
-# One binary's run, inside sandboxed (lib.sh): its own network, mount and
-# PID namespaces, so nothing of it outlives it. Arguments: label, user,
-# then the files. Writes $results/LABEL/FILE.{serial,parallel}.tap and
-# prints each result line, prefixed with the label.
-run_one='
-set -uo pipefail
-label=$1 user=$2; shift 2
-results=$RESULTS; out=$results/$label
-mkdir -p "$out"
-
-# The resolvers of /etc/resolv.conf: 127.0.0.53 (where systemd-resolved
-# listens, so pasta forwards the containers'"'"' queries to host loopback)
-# and an IPv6 one, 2001:db8::53, on the host'"'"'s interface (without one,
-# 500-networking.bats skips "podman ipv6 in /etc/resolv.conf"). They
-# answer the only names the tests look up, with fixed addresses (the
-# real ones of l.root-servers.net; google.com is only checked to
-# resolve), because a CI machine reaches no DNS.
-ip -6 addr add 2001:db8::53/64 dev eth0 nodad
-dnsmasq --keep-in-foreground --conf-file=/dev/null --no-resolv --no-hosts \
-	--user=nobody --group=nogroup --bind-interfaces --listen-address=127.0.0.53 --listen-address=2001:db8::53 \
-	--address=/l.root-servers.net/199.7.83.42 --address=/l.root-servers.net/2001:500:9f::42 \
-	--address=/google.com/198.51.100.1 --address=/google.com/2001:db8:100::1 \
-	2>"$out/dnsmasq.log" &
-for i in $(seq 50); do ss -Hlun "sport = 53" | grep -q 127.0.0.53 && break; sleep 0.1; done
-
-uid=$(id -u "$user")
-install -d -m 700 -o "$uid" -g "$uid" "/run/user/$uid"
-chown "$uid:$uid" "$out"
-asuser() {
-	setpriv --reuid="$uid" --regid="$uid" --init-groups env -i \
-		PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin HOME="/home/$user" USER="$user" \
-		LOGNAME="$user" LANG=C.UTF-8 TERM=dumb XDG_RUNTIME_DIR="/run/user/$uid" \
-		PODMAN=/usr/bin/podman PODMAN_IGNORE_CGROUPSV1_WARNING=1 "$@"
-}
-# A clean podman state: an earlier run may have been cut short and left
-# containers, pods or networks behind. Then the test image, under the name
-# the tests expect.
-asuser podman system reset --force >/dev/null 2>&1
-image=$(cat /var/tmp/testimage.tar.name)
-asuser podman import -q --change "WORKDIR /home/podman" \
-	--change "CMD [\"/bin/echo\", \"This container is intended for podman CI testing\"]" \
-	/var/tmp/testimage.tar "$image" >/dev/null || { echo "[$label] podman import failed"; exit 2; }
-exe=$(asuser podman info --format "{{.Host.Pasta.Executable}}")
-echo "[$label] podman runs $exe: $(asuser "$exe" --version | head -n1)"
-echo "[$label] smoke test: $(asuser timeout 60 podman run --rm --net=pasta "$image" ip -o -4 addr show scope global 2>&1 | head -n 3)"
-
-# As podman'"'"'s own CI runs them (its Makefile'"'"'s localsystem): the tests
-# tagged ci:parallel in one bats run with --jobs, the others in a run of
-# their own, one by one. Under --jobs, GNU parallel runs each file and sets
-# PARALLEL_JOBSLOT, which tells podman'"'"'s helpers that other tests run
-# beside theirs (a failing test then leaves the others'"'"' containers alone);
-# it also holds a file'"'"'s results back until the file is done.
-filter=()
-[ -n "$FILTER" ] && filter=(--filter "$FILTER")
-asuser mkdir -p "/home/$user/.parallel"
-asuser touch "/home/$user/.parallel/will-cite"
-for f in "$@"; do
-	for pass in serial parallel; do
-		case $pass in
-		serial) args=(--filter-tags "!ci:parallel") ;;
-		parallel) args=(--filter-tags "ci:parallel" --jobs "$JOBS") ;;
-		esac
-		( cd /opt/podman-tests && asuser timeout -k 30 "$LIMIT" bats --tap --timing "${args[@]}" "${filter[@]}" "system/$f" ) 2>&1 |
-			tee "$out/$f.$pass.tap" | grep --line-buffered -E "^(not )?ok " | sed -u "s|^|[$label] $f: |"
-		# bats exits 1 when a test fails; anything else (124: cut at
-		# LIMIT) means this file'"'"'s results are incomplete.
-		rc=${PIPESTATUS[0]}
-		if [ "$rc" -gt 1 ]; then
-			echo "[$label] $f ($pass): bats ended with status $rc" | tee -a "$out/incomplete"
-		fi
-	done
-done
-'
-
-log "running ${files[*]} for: $runs (JOBS=$JOBS, side by side: $SIDE_BY_SIDE)"
-t0=$SECONDS
-pids=()
-for r in $runs; do
-	label=${r%%:*} user=${r#*:}
-	RESULTS=$results JOBS=$JOBS FILTER=$FILTER LIMIT=$LIMIT sandboxed "$run_one" "$label" "$user" "${files[@]}" &
-	pids+=($!)
-	[ "$SIDE_BY_SIDE" = 1 ] || wait "${pids[-1]}"
-done
-wait "${pids[@]}"
-log "tests took $((SECONDS - t0))s"
-
-# Results as "FILE<TAB>pass|fail|skip<TAB>NAME", one line per test.
+# Results as "FILE<TAB>pass|fail|skip<TAB>NAME", one line per test, of
+# the run LABEL (of one file, if given).
 results_of() {
-	for tap in "$ROOT$results/$1"/*.tap; do
+	for tap in "$ROOT$results/$1"/${2:-*}.*.tap; do
 		[ -e "$tap" ] || continue
-		f=$(basename "$tap"); f=${f%.*.tap}
+		f=$(basename "$tap")
+		f=${f%.*.tap}
 		awk -v f="$f" '
 			!/^(not )?ok [0-9]+ / { next }
 			{ r = /^not/ ? "fail" : / # skip/ ? "skip" : "pass"
 			  sub(/^(not )?ok [0-9]+ /, ""); sub(/ # skip.*/, ""); sub(/ in [0-9]+ms$/, "")
 			  print f "\t" r "\t" $0 }' "$tap"
-	done | sort -t "$(printf '\t')" -k1,1 -k3
+	done | sort -t "$tab" -k1,1 -k3
 }
+
+# rerun_filter FILE: a bats --filter that selects the tests of FILE that
+# did not pass with gopasta, or nothing if all passed. A result line names
+# a test with podman's prefix (|505| for the tests run side by side, [505]
+# for the others), which --filter does not see.
+rerun_filter() {
+	results_of gopasta "$1" | awk -F '\t' '$2 != "pass" { print $3 }' |
+		sed -E 's/^[[|][0-9]+[]|] //; s/[][\.|$(){}?+*^]/\\&/g' | paste -sd '|' |
+		sed -E 's/.+/^(&)$/'
+}
+
+log "running ${files[*]} (compare: $COMPARE, JOBS=$JOBS)"
+t0=$SECONDS
+for f in "${files[@]}"; do
+	t1=$SECONDS
+	sandboxed /opt/podman5/run-one.sh gopasta p5gopasta "$f" &
+	pids=($!)
+	if [ "$COMPARE" = all ]; then
+		sandboxed /opt/podman5/run-one.sh pasta p5pasta "$f" &
+		pids+=($!)
+	fi
+	wait "${pids[@]}"
+	if [ "$COMPARE" = failed ] && rerun=$(rerun_filter "$f") && [ -n "$rerun" ]; then
+		log "$f: the tests that did not pass with gopasta, with pasta"
+		FILTER=$rerun sandboxed /opt/podman5/run-one.sh pasta p5pasta "$f"
+	fi
+	log "$f took $((SECONDS - t1))s"
+done
+log "tests took $((SECONDS - t0))s"
+
+# summary LABEL [NOTE] <RESULTS: one line per file.
 summary() {
-	awk -F '\t' -v l="$1" '{n++; c[$2]++} END {printf "%-8s %d tests, %d passed, %d failed, %d skipped\n", l ":", n, c["pass"], c["fail"], c["skip"]}'
+	awk -F '\t' -v l="$1" -v note="${2:-}" '
+		{ n[$1]++; c[$1, $2]++ }
+		END {
+			for (f in n)
+				printf "%-8s %s: %d tests%s, %d passed, %d failed, %d skipped\n", l ":", f, n[f], note, c[f, "pass"], c[f, "fail"], c[f, "skip"]
+		}' | sort -k2
 }
 
 echo
 echo "== podman 5 system tests: ${files[*]}"
-echo "podman $(inroot dpkg-query -W -f '${Version}' podman) (tests $(cat "$ROOT/opt/podman-tests/TAG")), bats $(inroot bats --version | awk '{print $2}'), runtime runc $(inroot dpkg-query -W -f '${Version}' runc)"
-echo "gopasta: $("$gopasta" --version | head -n1)"
-[ "$COMPARE" = 1 ] && echo "pasta:   Debian trixie passt $(inroot dpkg-query -W -f '${Version}' passt)"
+echo "podman $(inroot dpkg-query -W -f '${Version}' podman) (tests $(cat "$ROOT/opt/podman-tests/TAG")), bats $(inroot bats --version | awk '{print $2}'), crun $(inroot dpkg-query -W -f '${Version}' crun)"
+rev=$(git -C "$(dirname "$gopasta")" describe --always --dirty 2>/dev/null) && rev=" (checkout $rev)"
+echo "gopasta: $("$gopasta" --version | head -n1)${rev:-}"
+echo "pasta:   Debian trixie passt $(inroot dpkg-query -W -f '${Version}' passt)"
 results_of gopasta >"$ROOT$results/gopasta.txt"
+results_of pasta >"$ROOT$results/pasta.txt"
 summary gopasta <"$ROOT$results/gopasta.txt"
+case $COMPARE in
+all) summary pasta <"$ROOT$results/pasta.txt" ;;
+failed) summary pasta " (those that did not pass with gopasta)" <"$ROOT$results/pasta.txt" ;;
+esac
 status=0
-if [ "$COMPARE" = 1 ]; then
-	results_of pasta >"$ROOT$results/pasta.txt"
-	summary pasta <"$ROOT$results/pasta.txt"
-	# Every test of either run, with its result under each binary ("none":
-	# it did not run there, e.g. the run was cut short).
-	awk -F '\t' '
+if [ "$COMPARE" != none ]; then
+	# Each test with its result under each binary ("none": it did not run
+	# there, e.g. a run was cut short), where they differ: every test of
+	# either run, or (failed) the tests pasta ran again.
+	awk -F '\t' -v only_p="$([ "$COMPARE" = failed ] && echo 1)" '
 		FNR == NR { p[$1 "\t" $3] = $2; keys[$1 "\t" $3]; next }
-		          { g[$1 "\t" $3] = $2; keys[$1 "\t" $3] }
+		          { g[$1 "\t" $3] = $2; if (!only_p) keys[$1 "\t" $3] }
 		END {
 			for (k in keys) {
 				gs = (k in g) ? g[k] : "none"; ps = (k in p) ? p[k] : "none"
@@ -187,27 +149,31 @@ if [ "$COMPARE" = 1 ]; then
 		echo "results that differ:"
 		sed 's/^/  /' "$ROOT$results/diff.txt"
 	else
-		echo "every test has the same result with both binaries"
+		echo "every test that ran with both binaries has the same result with both"
 	fi
+	failed() { awk -F '\t' '$2 == "fail" { print $1 ": " $3 }' "$ROOT$results/$1.txt" | sort; }
+	both=$(comm -12 <(failed gopasta) <(failed pasta))
+	[ -n "$both" ] && echo "failed with both:" && sed 's/^/  /' <<<"$both"
 	regressions=$(grep -c '^REGRESSION' "$ROOT$results/diff.txt")
 	if [ "$regressions" -gt 0 ]; then
 		status=1
 		echo
 		echo "== $regressions test(s) pass with pasta and not with gopasta; their output with gopasta:"
-		grep '^REGRESSION' "$ROOT$results/diff.txt" | cut -f3,4 | while IFS="$(printf '\t')" read -r f name; do
+		grep '^REGRESSION' "$ROOT$results/diff.txt" | cut -f3,4 | while IFS=$tab read -r f name; do
 			cat "$ROOT$results/gopasta/$f".*.tap | awk -v n="$name" '
 				/^(not )?ok [0-9]+ / { on = index($0, "not ok") == 1 && index($0, n) > 0 }
 				on'
 		done
 	fi
-else
-	grep -q "	fail	" "$ROOT$results/gopasta.txt" && status=1
+elif grep -q "${tab}fail$tab" "$ROOT$results/gopasta.txt"; then
+	status=1
 fi
 # A run with no results, or one cut short, proves nothing either way.
-for r in $runs; do
-	[ -s "$ROOT$results/${r%%:*}.txt" ] || { echo "no results from the run of ${r%%:*}"; status=2; }
-	if [ -e "$ROOT$results/${r%%:*}/incomplete" ]; then
-		sed 's/^/incomplete: /' "$ROOT$results/${r%%:*}/incomplete"
+[ -s "$ROOT$results/gopasta.txt" ] || { echo "no results from the run of gopasta"; status=2; }
+[ "$COMPARE" = all ] && [ ! -s "$ROOT$results/pasta.txt" ] && { echo "no results from the run of pasta"; status=2; }
+for label in gopasta pasta; do
+	if [ -e "$ROOT$results/$label/incomplete" ]; then
+		sed 's/^/incomplete: /' "$ROOT$results/$label/incomplete"
 		status=2
 	fi
 done
