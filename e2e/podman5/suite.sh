@@ -4,14 +4,18 @@
 # pasta, and with Debian trixie's pasta, then compares: it fails when a
 # test passes with pasta and not with GOPASTA. Run as root.
 #
+# A test that does not pass with GOPASTA (COMPARE=all: and passes with
+# pasta) runs once more with both binaries, side by side, and counts only
+# if it fails again; one that passes then is listed as flaky.
+#
 # Environment (all optional):
 #   ROOT=/srv/gopasta-podman5  the trixie root (setup.sh builds or reuses it)
 #   COMPARE=all                all: every test with both binaries, side by
 #                              side (each in its own namespaces, as its own
-#                              user); failed: pasta runs only the tests that
-#                              did not pass with GOPASTA, afterwards (the same
-#                              verdict, in half the time when all pass);
-#                              none: GOPASTA only, failing on any failure
+#                              user); failed: pasta runs only in the second
+#                              runs (the same verdict, in half the time when
+#                              all pass); none: GOPASTA only, once, failing
+#                              on any failure
 #   JOBS=$(nproc)              tests tagged ci:parallel run this many at a
 #                              time (bats --jobs), the others one by one
 #   FILTER=REGEX               only tests whose names match (bats --filter)
@@ -79,16 +83,25 @@ results_of() {
 	done | sort -t "$tab" -k1,1 -k3
 }
 
-# rerun_filter FILE: a bats --filter that selects the tests of FILE that
-# did not pass with gopasta, or nothing if all passed. A result line names
-# a test with podman's prefix (|505| for the tests run side by side, [505]
-# for the others), which --filter does not see.
-rerun_filter() {
-	results_of gopasta "$1" | awk -F '\t' '$2 != "pass" { print $3 }' |
+# again_filter FILE: a bats --filter selecting the tests of FILE to run
+# again with both binaries, or nothing: those that did not pass with
+# gopasta (COMPARE=all: and passed with pasta). A result line names a test
+# with podman's prefix (|505| for the tests run side by side, [505] for the
+# others), which --filter does not see.
+again_filter() {
+	awk -F '\t' -v all="$([ "$COMPARE" = all ] && echo 1)" '
+		FILENAME == ARGV[1] { p[$3] = $2; next }
+		$2 != "pass" && (!all || p[$3] == "pass") { print $3 }' \
+		<(results_of pasta "$1") <(results_of gopasta "$1") |
 		sed -E 's/^[[|][0-9]+[]|] //; s/[][\.|$(){}?+*^]/\\&/g' | paste -sd '|' |
 		sed -E 's/.+/^(&)$/'
 }
 
+# Each file's tests run once with gopasta (COMPARE=all: with pasta beside
+# it). Those that did not pass (all: that passed with pasta) then run once
+# more with both, side by side: under load a test can fail for reasons of
+# its own (505's transfers give socat's child half a second to report
+# before it is killed), and a second run tells a flake from a difference.
 log "running ${files[*]} (compare: $COMPARE, JOBS=$JOBS)"
 t0=$SECONDS
 for f in "${files[@]}"; do
@@ -100,9 +113,13 @@ for f in "${files[@]}"; do
 		pids+=($!)
 	fi
 	wait "${pids[@]}"
-	if [ "$COMPARE" = failed ] && rerun=$(rerun_filter "$f") && [ -n "$rerun" ]; then
-		log "$f: the tests that did not pass with gopasta, with pasta"
-		FILTER=$rerun sandboxed /opt/podman5/run-one.sh pasta p5pasta "$f"
+	if [ "$COMPARE" != none ] && again=$(again_filter "$f") && [ -n "$again" ]; then
+		log "$f: once more with both, the tests that did not pass with gopasta"
+		FILTER=$again sandboxed /opt/podman5/run-one.sh gopasta-again p5gopasta "$f" &
+		pids=($!)
+		FILTER=$again sandboxed /opt/podman5/run-one.sh pasta-again p5pasta "$f" &
+		pids+=($!)
+		wait "${pids[@]}"
 	fi
 	log "$f took $((SECONDS - t1))s"
 done
@@ -124,45 +141,62 @@ echo "podman $(inroot dpkg-query -W -f '${Version}' podman) (tests $(cat "$ROOT/
 rev=$(git -C "$(dirname "$gopasta")" describe --always --dirty 2>/dev/null) && rev=" (checkout $rev)"
 echo "gopasta: $("$gopasta" --version | head -n1)${rev:-}"
 echo "pasta:   Debian trixie passt $(inroot dpkg-query -W -f '${Version}' passt)"
-results_of gopasta >"$ROOT$results/gopasta.txt"
-results_of pasta >"$ROOT$results/pasta.txt"
+for label in gopasta pasta gopasta-again pasta-again; do
+	results_of "$label" >"$ROOT$results/$label.txt"
+done
 summary gopasta <"$ROOT$results/gopasta.txt"
-case $COMPARE in
-all) summary pasta <"$ROOT$results/pasta.txt" ;;
-failed) summary pasta " (those that did not pass with gopasta)" <"$ROOT$results/pasta.txt" ;;
-esac
+[ "$COMPARE" = all ] && summary pasta <"$ROOT$results/pasta.txt"
+if [ -s "$ROOT$results/gopasta-again.txt" ]; then
+	summary gopasta " run again" <"$ROOT$results/gopasta-again.txt"
+	summary pasta " run again" <"$ROOT$results/pasta-again.txt"
+fi
 status=0
 if [ "$COMPARE" != none ]; then
-	# Each test with its result under each binary ("none": it did not run
-	# there, e.g. a run was cut short), where they differ: every test of
-	# either run, or (failed) the tests pasta ran again.
-	awk -F '\t' -v only_p="$([ "$COMPARE" = failed ] && echo 1)" '
-		FNR == NR { p[$1 "\t" $3] = $2; keys[$1 "\t" $3]; next }
-		          { g[$1 "\t" $3] = $2; if (!only_p) keys[$1 "\t" $3] }
+	# Each test's result under each binary, the second run's where there
+	# is one ("none": it did not run there, e.g. a run was cut short), for
+	# every test of the first runs (all) or the tests run again (failed),
+	# where the two differ, and those that fail with both (both.txt). A
+	# test that passes with pasta and not with gopasta, twice, is a
+	# regression.
+	: >"$ROOT$results/both.txt"
+	awk -F '\t' -v all="$([ "$COMPARE" = all ] && echo 1)" -v both="$ROOT$results/both.txt" '
+		{ k = $1 "\t" $3 }
+		FILENAME ~ /\/gopasta.txt$/       { g1[k] = $2; if (all) keys[k] }
+		FILENAME ~ /\/pasta.txt$/         { p1[k] = $2; if (all) keys[k] }
+		FILENAME ~ /\/gopasta-again.txt$/ { g2[k] = $2 }
+		FILENAME ~ /\/pasta-again.txt$/   { p2[k] = $2; keys[k] }
 		END {
 			for (k in keys) {
-				gs = (k in g) ? g[k] : "none"; ps = (k in p) ? p[k] : "none"
-				if (gs != ps) printf "%s\t%s\t%s\n", (ps == "pass" ? "REGRESSION" : "differs"), "gopasta " gs ", pasta " ps, k
+				g = (k in g2) ? g2[k] : (k in g1) ? g1[k] : "none"
+				p = (k in p2) ? p2[k] : (k in p1) ? p1[k] : "none"
+				if (k in g2 && g1[k] != g2[k])
+					printf "flaky\tgopasta %s, then %s; pasta %s\t%s\n", g1[k], g2[k], p, k
+				else if (g != p)
+					printf "%s\tgopasta %s, pasta %s\t%s\n", (p == "pass" ? "REGRESSION" : "differs"), g, p, k
+				else if (g == "fail")
+					print k >both
 			}
-		}' "$ROOT$results/pasta.txt" "$ROOT$results/gopasta.txt" | sort >"$ROOT$results/diff.txt"
+		}' "$ROOT$results"/{gopasta,pasta,gopasta-again,pasta-again}.txt | sort >"$ROOT$results/diff.txt"
 	if [ -s "$ROOT$results/diff.txt" ]; then
 		echo "results that differ:"
 		sed 's/^/  /' "$ROOT$results/diff.txt"
 	else
 		echo "every test that ran with both binaries has the same result with both"
 	fi
-	failed() { awk -F '\t' '$2 == "fail" { print $1 ": " $3 }' "$ROOT$results/$1.txt" | sort; }
-	both=$(comm -12 <(failed gopasta) <(failed pasta))
-	[ -n "$both" ] && echo "failed with both:" && sed 's/^/  /' <<<"$both"
+	if [ -s "$ROOT$results/both.txt" ]; then
+		echo "failed with both:"
+		sort "$ROOT$results/both.txt" | sed "s/^/  /; s/$tab/: /"
+	fi
 	regressions=$(grep -c '^REGRESSION' "$ROOT$results/diff.txt")
 	if [ "$regressions" -gt 0 ]; then
 		status=1
 		echo
 		echo "== $regressions test(s) pass with pasta and not with gopasta; their output with gopasta:"
 		grep '^REGRESSION' "$ROOT$results/diff.txt" | cut -f3,4 | while IFS=$tab read -r f name; do
-			cat "$ROOT$results/gopasta/$f".*.tap | awk -v n="$name" '
+			awk -v n="$name" '
+				FNR == 1 { on = 0 }
 				/^(not )?ok [0-9]+ / { on = index($0, "not ok") == 1 && index($0, n) > 0 }
-				on'
+				on' "$ROOT$results"/gopasta*/"$f".*.tap
 		done
 	fi
 elif grep -q "${tab}fail$tab" "$ROOT$results/gopasta.txt"; then
@@ -171,7 +205,7 @@ fi
 # A run with no results, or one cut short, proves nothing either way.
 [ -s "$ROOT$results/gopasta.txt" ] || { echo "no results from the run of gopasta"; status=2; }
 [ "$COMPARE" = all ] && [ ! -s "$ROOT$results/pasta.txt" ] && { echo "no results from the run of pasta"; status=2; }
-for label in gopasta pasta; do
+for label in gopasta pasta gopasta-again pasta-again; do
 	if [ -e "$ROOT$results/$label/incomplete" ]; then
 		sed 's/^/incomplete: /' "$ROOT$results/$label/incomplete"
 		status=2
