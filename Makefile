@@ -164,7 +164,7 @@ stress-short:
 ## whose results differ; fails if a test passes with pasta and not with
 ## gopasta. Needs root and Debian's archive; builds a trixie root under
 ## /srv/gopasta-podman5 on first use (about 2 minutes) and reuses it; the
-## three files take about 15 minutes on 2 cores (e2e/podman5/README.md).
+## three files take 10 to 15 minutes on 2 cores (e2e/podman5/README.md).
 PODMAN_SUITE ?= 505-networking-pasta.bats 500-networking.bats 200-pod.bats
 .PHONY: podman-suite
 podman-suite: build
