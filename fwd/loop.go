@@ -72,7 +72,7 @@ func (e *Engine) Run(ctx context.Context) error {
 
 	stop := context.AfterFunc(ctx, func() {
 		var one = [8]byte{1}
-		unix.Write(e.wakefd, one[:])
+		sock.Write(e.wakefd, one[:])
 	})
 	defer stop()
 
@@ -117,7 +117,7 @@ func (e *Engine) Run(ctx context.Context) error {
 				readLink = true
 			case tagTimer:
 				var buf [8]byte
-				unix.Read(e.timerfd, buf[:])
+				sock.Read(e.timerfd, buf[:])
 				e.timerfdFired()
 			case tagWake:
 				e.flush()
@@ -239,7 +239,7 @@ func (e *Engine) armTimer(t int64) {
 	e.timerLost = false
 	if err := faults.At(faults.TimerfdSettime); err != nil {
 		e.timerLost = true
-	} else if unix.TimerfdSettime(e.timerfd, 0, &spec, nil) != nil {
+	} else if sock.TimerfdSettime(e.timerfd, &spec) != nil {
 		e.timerLost = true
 	}
 }
@@ -357,20 +357,10 @@ type kernelSys struct {
 	pollFd  unix.PollFd
 }
 
-func (k *kernelSys) socket(d, t, p int) (int, error) {
-	if err := faults.At(faults.Socket); err != nil {
-		return -1, err
-	}
-	return unix.Socket(d, t|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, p)
-}
-func (k *kernelSys) bind(fd int, sa unix.Sockaddr) error { return unix.Bind(fd, sa) }
-func (k *kernelSys) connect(fd int, sa unix.Sockaddr) error {
-	if err := faults.At(faults.Connect); err != nil {
-		return err
-	}
-	return unix.Connect(fd, sa)
-}
-func (k *kernelSys) setsockoptInt(fd, l, o, v int) error { return unix.SetsockoptInt(fd, l, o, v) }
+func (k *kernelSys) socket(d, t, p int) (int, error)        { return sock.Socket(d, t, p) }
+func (k *kernelSys) bind(fd int, sa unix.Sockaddr) error    { return unix.Bind(fd, sa) }
+func (k *kernelSys) connect(fd int, sa unix.Sockaddr) error { return sock.ConnectSA(fd, sa) }
+func (k *kernelSys) setsockoptInt(fd, l, o, v int) error    { return sock.SetsockoptInt(fd, l, o, v) }
 func (k *kernelSys) bindToDevice(fd int, ifname string) error {
 	return unix.BindToDevice(fd, ifname)
 }
@@ -384,11 +374,11 @@ func (k *kernelSys) recvmsg(fd int, p, oob []byte, flags int) (int, int, int, er
 	n, oobn, rf, _, err := unix.Recvmsg(fd, p, oob, flags)
 	return n, oobn, rf, err
 }
-func (k *kernelSys) close(fd int) error { return unix.Close(fd) }
+func (k *kernelSys) close(fd int) error { return sock.Close(fd) }
 func (k *kernelSys) watch(fd int, idx int32, gen uint32, events uint32) error {
 	ev := unix.EpollEvent{Events: events, Fd: idx, Pad: int32(gen)}
 	if err := faults.At(faults.EpollCtl); err != nil {
 		return err
 	}
-	return unix.EpollCtl(k.epfd, unix.EPOLL_CTL_ADD, fd, &ev)
+	return sock.EpollCtl(k.epfd, unix.EPOLL_CTL_ADD, fd, &ev)
 }
