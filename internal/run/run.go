@@ -6,7 +6,6 @@ package run
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -83,14 +82,21 @@ func Run(cfg *config.Config) (int, error) {
 		}
 	}
 
-	log, closeLog, err := logging.New(logging.Options{
+	lo := logging.Options{
 		Quiet: cfg.Quiet, Debug: cfg.Debug, Trace: cfg.Trace,
 		File: cfg.LogFile, MaxSize: cfg.LogSize,
-	})
+	}
+	if bg != nil {
+		// Once in the background, stderr is gone: without -l, messages
+		// go to the system logger, connected now, before the sandbox
+		// takes the file system and Unix sockets away.
+		lo.Syslog = logging.SyslogPath
+	}
+	log, logOut, err := logging.New(lo)
 	if err != nil {
 		return 1, err
 	}
-	defer closeLog.Close()
+	defer logOut.Close()
 	slog.SetDefault(log)
 
 	tmpl, err := ns.DiscoverTemplate(ns.TemplateOptions{
@@ -252,7 +258,7 @@ func Run(cfg *config.Config) (int, error) {
 			return 1, err
 		}
 	}
-	sb, err := confine(cfg, child == nil, watch, ctl, closeLog, log)
+	sb, err := confine(cfg, child == nil, watch, ctl, logOut, log)
 	if err != nil {
 		return fail(err)
 	}
@@ -277,6 +283,7 @@ func Run(cfg *config.Config) (int, error) {
 		gone = watch.Gone()
 	}
 	if bg != nil {
+		logOut.Detach()
 		bg.ready()
 	}
 	var runErr error
@@ -302,7 +309,7 @@ func Run(cfg *config.Config) (int, error) {
 // attach says whether the pid file is removed at exit (attach mode); the
 // watch and the control socket (either may be nil) name the directories
 // they still use.
-func confine(cfg *config.Config, attach bool, watch *ns.Watch, ctl *ctlsock.Server, logFile io.Closer, log *slog.Logger) (*sandbox.Sandbox, error) {
+func confine(cfg *config.Config, attach bool, watch *ns.Watch, ctl *ctlsock.Server, logOut *logging.Output, log *slog.Logger) (*sandbox.Sandbox, error) {
 	o := sandbox.Options{
 		RunAsInParent: ns.InReexecUserNS(),
 		Debug:         cfg.Debug,
@@ -321,8 +328,8 @@ func confine(cfg *config.Config, attach bool, watch *ns.Watch, ctl *ctlsock.Serv
 	if ctl != nil {
 		o.Dirs = append(o.Dirs, sandbox.Dir{Fd: ctl.DirFD(), Path: filepath.Dir(cfg.ConfPath), Stat: true, Remove: true})
 	}
-	if f, ok := logFile.(interface{ Fd() uintptr }); ok {
-		o.LogFd = int(f.Fd())
+	if fd := logOut.FileFd(); fd >= 0 {
+		o.LogFd = fd
 	}
 	return sandbox.Apply(o)
 }
