@@ -18,6 +18,7 @@ import (
 
 	"github.com/gopasta/gopasta/internal/header"
 	"github.com/gopasta/gopasta/internal/limit"
+	"github.com/gopasta/gopasta/internal/logging"
 	"github.com/gopasta/gopasta/internal/sock"
 	"github.com/gopasta/gopasta/internal/yield"
 )
@@ -118,6 +119,7 @@ type Engine struct {
 	opts  Options
 	log   *slog.Logger
 	debug bool
+	trace bool // --trace: per-packet lines (trace.go)
 	nat   NAT
 	sys   sysOps
 
@@ -217,6 +219,7 @@ func New(link Link, p *NetParams, opts Options) (*Engine, error) {
 		e.log = slog.New(slog.DiscardHandler)
 	}
 	e.debug = e.log.Enabled(context.Background(), slog.LevelDebug)
+	e.trace = e.log.Enabled(context.Background(), logging.LevelTrace)
 	e.nat = NewNAT(p, &opts)
 	e.mtu = p.MTU
 	if e.mtu <= 0 || e.mtu > maxFrameMTU {
