@@ -509,6 +509,9 @@ func (p *peer) hold(c io.Closer) {
 //	                         until release; the result is "held H refused R
 //	                         failed F"
 //	slowput ADDR N SEED MS   put, spread over MS milliseconds (slowPut)
+//	udpports ADDR FIRST N    one datagram from one socket to each of ports
+//	                         FIRST to FIRST+N-1 of ADDR (an address), in
+//	                         order; nothing needs to answer
 func (p *peer) command(f []string) (string, error) {
 	if len(f) == 0 {
 		return "", errors.New("empty command")
@@ -563,6 +566,8 @@ func (p *peer) command(f []string) (string, error) {
 			}
 		}
 		return "", nil
+	case "udpports":
+		return "", udpPorts(netip.MustParseAddr(arg(1)), int(num(2)), int(num(3)))
 	case "udpbig":
 		// udpbig ADDR SIZE...: one datagram asks the server (serveUDPSizes)
 		// for datagrams of SIZE bytes each, which must all arrive whole.
@@ -1086,6 +1091,24 @@ func slowPut(c net.Conn, n int64, seed uint64, d time.Duration) error {
 	}
 	if want := hex.EncodeToString(h.Sum(nil)); string(got) != want {
 		return fmt.Errorf("slow put of %d bytes: the server received data with SHA-256 %q, want %q", n, got, want)
+	}
+	return nil
+}
+
+// udpPorts sends one datagram to each of n ports of addr from first on,
+// from one socket. Refusals (ICMP port unreachable, reported on later
+// sends) are expected.
+func udpPorts(addr netip.Addr, first, n int) error {
+	c, err := net.ListenUDP("udp", nil)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	for p := first; p < first+n; p++ {
+		_, err := c.WriteToUDPAddrPort([]byte("port"), netip.AddrPortFrom(addr, uint16(p)))
+		if err != nil && !errors.Is(err, syscall.ECONNREFUSED) {
+			return fmt.Errorf("datagram to port %d: %w", p, err)
+		}
 	}
 	return nil
 }

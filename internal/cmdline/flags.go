@@ -56,13 +56,13 @@ func sliceFlag(cat, name, short, usage, def string) *cli.StringSliceFlag {
 func flags() []cli.Flag {
 	return []cli.Flag{
 		boolFlag(catGeneral, "debug", "d", "Be verbose"),
-		boolFlag(catGeneral, "trace", "", "Be extra verbose, show single packets; implies --debug"),
+		boolFlag(catGeneral, "trace", "", "Be extra verbose, show single packets (a line per flow and batch of frames from the namespace, and per event on a flow's host socket); implies --debug"),
 		stringFlag(catGeneral, "stats", "", "Log event counters every `DELAY` seconds", "off"),
 		boolFlag(catGeneral, "quiet", "q", "Don't print informational messages"),
 		boolFlag(catGeneral, "foreground", "f", "Don't go to the background once ready (attach mode)"),
-		boolFlag(catGeneral, "stderr", "e", "Deprecated, accepted and ignored (gopasta always logs to standard error unless --log-file)"),
-		stringFlag(catGeneral, "log-file", "l", "Log to file `PATH` instead of standard error", ""),
-		stringFlag(catGeneral, "log-size", "", "Limit the log file to `SIZE` bytes (suffixes k, M, G allowed)", "1048576"),
+		boolFlag(catGeneral, "stderr", "e", "Deprecated, accepted and ignored (gopasta logs to standard error unless --log-file, and to the system logger once in the background)"),
+		stringFlag(catGeneral, "log-file", "l", "Log to file `PATH` instead of standard error, and of the system logger (/dev/log) once in the background", ""),
+		stringFlag(catGeneral, "log-size", "", "Limit the log file to `SIZE` bytes (suffixes k, M, G allowed); when it is full, the oldest lines make room", "1048576"),
 		stringFlag(catGeneral, "runas", "", "Run as `USER`: UID[:GID] or LOGIN[:GROUP] (needs privileges)", "nobody, if started as root"),
 		boolFlag(catGeneral, "chroot-fallback", "", "Accepted for pasta's command line: gopasta always enters its empty root with chroot(2), never pivot_root(2)"),
 		stringFlag(catGeneral, "pcap", "p", "Capture namespace-side traffic to `FILE` in pcap format", ""),
