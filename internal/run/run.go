@@ -99,12 +99,30 @@ func Run(cfg *config.Config) (int, error) {
 	defer logOut.Close()
 	slog.SetDefault(log)
 
+	// What the user watches in spawn mode is the command's output: lines
+	// that only describe the set-up are for attach mode, or -d.
+	notice := log.Info
+	if cfg.Mode == config.ModeSpawn {
+		notice = log.Debug
+	}
+	// A host without IPv6 (none in the kernel, or switched off by
+	// sysctl) gives the namespace none either: IPv4 only, as with -4.
+	hostNoIPv6 := false
+	if !cfg.IPv4Only {
+		if why := ns.HostIPv6Off(); why != "" {
+			if cfg.IPv6Only {
+				return 1, fmt.Errorf("--ipv6-only: the host has no IPv6 (%s)", why)
+			}
+			hostNoIPv6 = true
+			notice("IPv6 is off on the host (" + why + "): IPv4 only")
+		}
+	}
 	tmpl, err := ns.DiscoverTemplate(ns.TemplateOptions{
 		Interface:   cfg.Interface,
 		OutboundIf4: cfg.OutboundIf4,
 		OutboundIf6: cfg.OutboundIf6,
 		NoIPv4:      cfg.IPv6Only,
-		NoIPv6:      cfg.IPv4Only,
+		NoIPv6:      cfg.IPv4Only || hostNoIPv6,
 	})
 	if err != nil {
 		return 1, fmt.Errorf("host template interface: %w", err)
@@ -112,6 +130,9 @@ func Run(cfg *config.Config) (int, error) {
 	plan, err := planNetwork(cfg, tmpl)
 	if err != nil {
 		return 1, err
+	}
+	if hostNoIPv6 {
+		plan.dropIPv6()
 	}
 
 	var child *ns.Child
@@ -167,6 +188,17 @@ func Run(cfg *config.Config) (int, error) {
 		}
 		dl, dev = l, l.tap
 		d := dev
+		// A namespace with IPv6 switched off (or none in its kernel)
+		// runs IPv4 only, rather than failing to configure IPv6.
+		if plan.IPv6 {
+			if why := ns.LinkIPv6Off(d.Name()); why != "" {
+				if !plan.IPv4 {
+					return fmt.Errorf("--ipv6-only: the namespace has no IPv6 on %s (%s)", d.Name(), why)
+				}
+				plan.dropIPv6()
+				notice("IPv6 is off in the namespace (" + why + "): IPv4 only")
+			}
+		}
 		if !cfg.ConfigNet {
 			return nil
 		}
