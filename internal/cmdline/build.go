@@ -368,7 +368,7 @@ func buildTarget(c *cli.Context, cfg *config.Config, pos []string) error {
 	cfg.NetNSOnly = c.Bool("netns-only")
 	var err error
 	if c.IsSet("userns") {
-		if userns, err = nsFile("--userns", userns); err != nil {
+		if userns, err = userNSFile("--userns", userns); err != nil {
 			return err
 		}
 	}
@@ -410,14 +410,11 @@ func buildTarget(c *cli.Context, cfg *config.Config, pos []string) error {
 			cfg.UserNS = fmt.Sprintf("/proc/%d/ns/user", pid)
 		}
 	default:
-		if c.IsSet("userns") {
-			return usagef("--userns needs a PID or --netns")
-		}
-		if cfg.NetNSOnly {
-			return usagef("--netns-only needs a PID or --netns")
-		}
+		// A command: its namespaces belong to the --userns given
+		// (joined first), or with --netns-only to gopasta's own.
 		cfg.Mode = config.ModeSpawn
 		cfg.Command = append([]string(nil), pos...)
+		cfg.UserNS = userns
 	}
 	if cfg.NetNSOnly {
 		cfg.UserNS = ""

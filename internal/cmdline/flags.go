@@ -112,9 +112,9 @@ func flags() []cli.Flag {
 		sliceFlag(catPorts, "udp-ns", "U", "Forward namespace loopback UDP ports to the host, `SPEC` as for -t (repeatable)", "auto"),
 
 		stringFlag(catNamespace, "ns-ifname", "I", "Name of the tap interface `NAME` in the namespace", "host template interface's name, else tap0"),
-		stringFlag(catNamespace, "userns", "", "User namespace `PATH` to join with a PID or --netns", "the PID's user namespace"),
+		stringFlag(catNamespace, "userns", "", "User namespace `PATH` to join: with a PID or --netns, the target's; with a command, the one its namespaces belong to", "the PID's user namespace"),
 		stringFlag(catNamespace, "netns", "", "Network namespace to join: a `PATH|NAME`, NAME meaning /run/netns/NAME", ""),
-		boolFlag(catNamespace, "netns-only", "", "Join only the network namespace, not a user namespace (implied by --netns without --userns)"),
+		boolFlag(catNamespace, "netns-only", "", "Join only the network namespace, not a user namespace (implied by --netns without --userns); with a command, create no user namespace: its namespaces belong to gopasta's own, which needs CAP_SYS_ADMIN there"),
 		boolFlag(catNamespace, "no-netns-quit", "", "Keep running when the target namespace goes away"),
 		boolFlag(catNamespace, "oci-hook", "", "Run as an OCI runtime hook (createRuntime or prestart): read the container's state from standard input and attach to its PID, adding the options in its io.gopasta.args annotation"),
 		boolFlag(catNamespace, "config-net", "", "Configure addresses, routes and link state in the namespace"),

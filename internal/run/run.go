@@ -5,6 +5,7 @@ package run
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -50,16 +51,8 @@ func Run(cfg *config.Config) (int, error) {
 	if err := sandbox.Check(); err != nil {
 		return 1, err
 	}
-	// Joining a network namespace takes CAP_SYS_ADMIN in our own user
-	// namespace. Without it, run again as root of a user namespace: a new
-	// one that will own the spawned namespaces, or the target's own.
-	if !ns.InReexecUserNS() && !ns.HaveSysAdmin() {
-		switch {
-		case cfg.Mode == config.ModeSpawn:
-			return ns.ReexecInUserNS()
-		case cfg.UserNS != "" && !cfg.NetNSOnly:
-			return 1, ns.ExecInUserNS(cfg.UserNS)
-		}
+	if status, done, err := enterUserNS(cfg); done {
+		return status, err
 	}
 
 	// A --runas that cannot be applied later fails now, in one line.
@@ -148,7 +141,10 @@ func Run(cfg *config.Config) (int, error) {
 			Stdin:      os.Stdin,
 			Stdout:     os.Stdout,
 			Stderr:     os.Stderr,
-			NoUserNS:   ns.InReexecUserNS(),
+			// The command's namespaces belong to our user namespace
+			// when it is already theirs (re-executed, or --userns), or
+			// with --netns-only.
+			NoUserNS: ns.InReexecUserNS() || cfg.NetNSOnly,
 		})
 		if err != nil {
 			return 1, err
@@ -335,6 +331,39 @@ func Run(cfg *config.Config) (int, error) {
 		return 1, runErr
 	}
 	return 0, nil
+}
+
+// enterUserNS puts this process in the user namespace it must run in,
+// by running gopasta again there (done is then true: the caller returns
+// status and err). Joining a network namespace, and creating one, takes
+// CAP_SYS_ADMIN in our own user namespace; without it we run again as
+// root of a user namespace: a new one that will own the spawned
+// namespaces, or the target's own. A command spawned with --userns gets
+// its namespaces from that user namespace, which we join first whatever
+// our privileges; with --netns-only, from ours, which must let us create
+// them.
+func enterUserNS(cfg *config.Config) (status int, done bool, err error) {
+	spawn := cfg.Mode == config.ModeSpawn
+	if ns.InReexecUserNS() {
+		if spawn && !ns.HaveSysAdmin() {
+			return 1, true, fmt.Errorf("--userns %s: not root in that user namespace, which cannot create the command's namespaces then", cfg.UserNS)
+		}
+		return 0, false, nil
+	}
+	switch {
+	case spawn && cfg.UserNS != "":
+		return 1, true, ns.ExecInUserNS(cfg.UserNS)
+	case ns.HaveSysAdmin():
+		return 0, false, nil
+	case spawn && cfg.NetNSOnly:
+		return 1, true, errors.New("--netns-only with a command: creating namespaces without a user namespace needs CAP_SYS_ADMIN (root, or gopasta run inside a user namespace)")
+	case spawn:
+		status, err := ns.ReexecInUserNS()
+		return status, true, err
+	case cfg.UserNS != "" && !cfg.NetNSOnly:
+		return 1, true, ns.ExecInUserNS(cfg.UserNS)
+	}
+	return 0, false, nil
 }
 
 // confine applies the sandbox (internal/sandbox) once everything is open.
