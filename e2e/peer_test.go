@@ -9,6 +9,11 @@ package e2e
 //	                            separated by spaces), printing "CMD ok
 //	                            [RESULT]" per command; the first that fails
 //	                            ends the run with exit status 1
+//	SELF -e2e-peer tapexec NETNS IFNAME ARGV...
+//	                            opens TAP IFNAME in network namespace NETNS,
+//	                            as a caller of --fd does, and executes ARGV
+//	                            (in its own namespace) with "FD" in it
+//	                            replaced by the TAP's descriptor
 //	SELF -e2e-peer agent DIR    writes DIR/ready, then runs the commands the
 //	                            test writes to DIR/cmd-1, cmd-2, ... and
 //	                            answers each in DIR/res-N ("ok RESULT" or
@@ -64,8 +69,10 @@ func peerMain(args []string) int {
 		err = runCommands(args[1:])
 	case len(args) == 2 && args[0] == "agent":
 		err = runAgent(args[1])
+	case len(args) >= 4 && args[0] == "tapexec":
+		err = tapExec(args[1], args[2], args[3:]) // returns only on failure
 	default:
-		err = fmt.Errorf("usage: %s run CMD... | %s agent DIR; got %q", peerFlag, peerFlag, args)
+		err = fmt.Errorf("usage: %s run CMD... | %s agent DIR | %s tapexec NETNS IFNAME ARGV...; got %q", peerFlag, peerFlag, peerFlag, args)
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "e2e peer: %v\n", err)

@@ -5,6 +5,7 @@ package cmdline
 
 import (
 	"fmt"
+	"math"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -39,7 +40,37 @@ func build(c *cli.Context, pos []string) (*config.Config, error) {
 	if err := buildTarget(c, cfg, pos); err != nil {
 		return nil, err
 	}
+	if err := buildTapFD(c, cfg); err != nil {
+		return nil, err
+	}
 	return cfg, nil
+}
+
+// buildTapFD reads --fd as pasta reads it (C's strtoul, 0 to INT_MAX; 0
+// is allowed since passt aa1cc89) and checks what it cannot go with: the
+// TAP must be open in a namespace that exists, so a PID or --netns, and
+// something must carry it. Whether the descriptor is a TAP is checked at
+// start (internal/run), where a copy run again in the background or in a
+// user namespace finds it at a number of gopasta's choosing.
+func buildTapFD(c *cli.Context, cfg *config.Config) error {
+	if !c.IsSet("fd") {
+		return nil
+	}
+	v := c.String("fd")
+	n, ok := parseCRange(v, 0, math.MaxInt32)
+	if !ok {
+		return badValue("--fd", v, "not a descriptor number")
+	}
+	cfg.TapFD, cfg.TapFDSet = int(n), true
+	switch {
+	case cfg.Mode == config.ModeSpawn:
+		return usagef("--fd needs a PID or --netns: the TAP is open in a namespace that exists already, not in the command's new one")
+	case cfg.SpliceOnly:
+		return usagef("--fd cannot be combined with --splice-only, which uses no TAP")
+	case cfg.Vhost == config.VhostOn:
+		return usagef("--fd cannot be combined with --vhost=on: the TAP was opened without vhost-net's settings")
+	}
+	return nil
 }
 
 func buildGeneral(c *cli.Context, cfg *config.Config) error {

@@ -111,6 +111,7 @@ func flags() []cli.Flag {
 		sliceFlag(catPorts, "tcp-ns", "T", "Forward namespace loopback TCP ports to the host, `SPEC` as for -t (repeatable)", "auto"),
 		sliceFlag(catPorts, "udp-ns", "U", "Forward namespace loopback UDP ports to the host, `SPEC` as for -t (repeatable)", "auto"),
 
+		stringFlag(catNamespace, "fd", "F", "Use the TAP device open at descriptor `FD` instead of creating one: the caller opened it in the target namespace (a PID or --netns) and configures it, unless --config-net", ""),
 		stringFlag(catNamespace, "ns-ifname", "I", "Name of the tap interface `NAME` in the namespace", "host template interface's name, else tap0"),
 		stringFlag(catNamespace, "userns", "", "User namespace `PATH` to join: with a PID or --netns, the target's; with a command, the one its namespaces belong to", "the PID's user namespace"),
 		stringFlag(catNamespace, "netns", "", "Network namespace to join: a `PATH|NAME`, NAME meaning /run/netns/NAME", ""),

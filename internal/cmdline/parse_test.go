@@ -183,6 +183,19 @@ func TestNamespaces(t *testing.T) {
 	if c.UserNS != "" || !c.NetNSOnly {
 		t.Errorf("--netns-only --userns PATH sh: got userns %q netnsOnly=%v, want --netns-only to win", c.UserNS, c.NetNSOnly)
 	}
+	// --fd: read as pasta reads numbers, 0 included.
+	for _, tc := range []struct {
+		v    string
+		want int
+	}{{"0", 0}, {"3", 3}, {"0x10", 16}, {"010", 8}, {"2147483647", 2147483647}} {
+		c = mustParse(t, "--fd", tc.v, pid)
+		if !c.TapFDSet || c.TapFD != tc.want || c.Mode != config.ModeAttach {
+			t.Errorf("--fd %s PID: got set=%v fd %d mode %v, want %d in attach mode", tc.v, c.TapFDSet, c.TapFD, c.Mode, tc.want)
+		}
+	}
+	if c = mustParse(t, pid); c.TapFDSet {
+		t.Errorf("no --fd: got TapFDSet, want unset")
+	}
 	// A relative path is made absolute: the run code may change directory.
 	t.Chdir(dir)
 	c = mustParse(t, "--netns", "./ns")
@@ -534,6 +547,13 @@ func TestBadInput(t *testing.T) {
 		{"--netns " + file + " " + pid, "--netns cannot be combined"},
 		{"--userns /nonexistent/gopasta-cmdline " + pid, `invalid --userns value`},
 		{"--userns " + file + " sh", `invalid --userns value "` + file + `": not a namespace file`},
+		{"--fd abc " + pid, `invalid --fd value "abc": not a descriptor number`},
+		{"--fd -1 " + pid, `invalid --fd value "-1"`},
+		{"--fd 2147483648 " + pid, `invalid --fd value "2147483648"`},
+		{"--fd 3 sh", "--fd needs a PID or --netns"},
+		{"--fd 3", "--fd needs a PID or --netns"},
+		{"--fd 3 --splice-only " + pid, "--fd cannot be combined with --splice-only"},
+		{"--fd 3 --vhost on " + pid, "--fd cannot be combined with --vhost=on"},
 		{"--userns /proc/self/ns/net sh", `invalid --userns value "/proc/self/ns/net": not a user namespace`},
 		{"999999999", `invalid PID "999999999": no such process`},
 		{"0", `invalid PID "0"`},

@@ -35,15 +35,26 @@ func Main(args []string) int {
 	if ns.IsInitStub() {
 		ns.InitStubMain()
 	}
-	// Descriptors whoever started us leaked are not ours to hold
-	// (docs/security.md); the background copy's readiness pipe is.
-	sandbox.CloseInherited(daemonFD()...)
+	// Run closes what we inherited, once it knows which descriptor --fd
+	// names.
 	return cmdline.Main(args, os.Stdout, os.Stderr, Run)
 }
 
 // Run carries out a validated configuration and returns the exit status:
 // the command's in spawn mode, 0 in attach mode once the namespace is gone.
 func Run(cfg *config.Config) (int, error) {
+	// Descriptors whoever started us leaked are not ours to hold
+	// (docs/security.md); the background copy's readiness pipe and
+	// --fd's TAP are.
+	tapFD, err := takeTapFD(cfg)
+	keep := daemonFD()
+	if tapFD >= 0 {
+		keep = append(keep, tapFD)
+	}
+	sandbox.CloseInherited(keep...)
+	if err != nil {
+		return 1, err
+	}
 	if cfg.Mode == config.ModeOCIHook {
 		return runHook(os.Stdin) // hook.go: becomes an attach run
 	}
@@ -51,7 +62,7 @@ func Run(cfg *config.Config) (int, error) {
 	if err := sandbox.Check(); err != nil {
 		return 1, err
 	}
-	if status, done, err := enterUserNS(cfg); done {
+	if status, done, err := enterUserNS(cfg, tapFD); done {
 		return status, err
 	}
 
@@ -69,7 +80,7 @@ func Run(cfg *config.Config) (int, error) {
 		var relay bool
 		var status int
 		var err error
-		bg, relay, status, err = daemonize()
+		bg, relay, status, err = daemonize(tapFD)
 		if relay || err != nil {
 			return status, err
 		}
@@ -178,7 +189,12 @@ func Run(cfg *config.Config) (int, error) {
 		if cfg.SpliceOnly {
 			return nil // no TAP: loopback forwarding only
 		}
-		l, err := openDataLink(cfg, tap.Config{Name: plan.Ifname, MAC: plan.MAC}, log)
+		var l *dataLink
+		if tapFD >= 0 {
+			l, err = adoptDataLink(cfg, tapFD, plan.MAC, log)
+		} else {
+			l, err = openDataLink(cfg, tap.Config{Name: plan.Ifname, MAC: plan.MAC}, log)
+		}
 		if err != nil {
 			return err
 		}
@@ -342,7 +358,7 @@ func Run(cfg *config.Config) (int, error) {
 // its namespaces from that user namespace, which we join first whatever
 // our privileges; with --netns-only, from ours, which must let us create
 // them.
-func enterUserNS(cfg *config.Config) (status int, done bool, err error) {
+func enterUserNS(cfg *config.Config, tapFD int) (status int, done bool, err error) {
 	spawn := cfg.Mode == config.ModeSpawn
 	if ns.InReexecUserNS() {
 		if spawn && !ns.HaveSysAdmin() {
@@ -361,6 +377,9 @@ func enterUserNS(cfg *config.Config) (status int, done bool, err error) {
 		status, err := ns.ReexecInUserNS()
 		return status, true, err
 	case cfg.UserNS != "" && !cfg.NetNSOnly:
+		if err := passTapFD(tapFD); err != nil {
+			return 1, true, err
+		}
 		return 1, true, ns.ExecInUserNS(cfg.UserNS)
 	}
 	return 0, false, nil
