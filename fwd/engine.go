@@ -18,6 +18,7 @@ import (
 
 	"github.com/gopasta/gopasta/internal/header"
 	"github.com/gopasta/gopasta/internal/limit"
+	"github.com/gopasta/gopasta/internal/logging"
 	"github.com/gopasta/gopasta/internal/sock"
 	"github.com/gopasta/gopasta/internal/yield"
 )
@@ -138,6 +139,7 @@ type Engine struct {
 	opts  Options
 	log   *slog.Logger
 	debug bool
+	trace bool // --trace: per-packet lines (trace.go)
 	nat   NAT
 	sys   sysOps
 
@@ -245,6 +247,7 @@ func New(link Link, p *NetParams, opts Options) (*Engine, error) {
 		e.to = *opts.Timeouts
 	}
 	e.to = e.to.clamp()
+	e.trace = e.log.Enabled(context.Background(), logging.LevelTrace)
 	e.nat = NewNAT(p, &opts)
 	e.mtu = p.MTU
 	if e.mtu <= 0 || e.mtu > maxFrameMTU {

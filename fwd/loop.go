@@ -216,6 +216,9 @@ func (e *Engine) sockEvent(idx int32, gen uint32, events uint32) {
 	if f.state != flowActive || f.gen != gen {
 		return // closed this cycle, or a stale event for a reused slot
 	}
+	if e.trace {
+		e.traceSock(f, events)
+	}
 	if t := e.tr[f.proto]; t != nil {
 		t.sockEvent(e, idx, events)
 	}

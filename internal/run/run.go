@@ -5,8 +5,8 @@ package run
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -36,15 +36,26 @@ func Main(args []string) int {
 	if ns.IsInitStub() {
 		ns.InitStubMain()
 	}
-	// Descriptors whoever started us leaked are not ours to hold
-	// (docs/security.md); the background copy's readiness pipe is.
-	sandbox.CloseInherited(daemonFD()...)
+	// Run closes what we inherited, once it knows which descriptor --fd
+	// names.
 	return cmdline.Main(args, os.Stdout, os.Stderr, Run)
 }
 
 // Run carries out a validated configuration and returns the exit status:
 // the command's in spawn mode, 0 in attach mode once the namespace is gone.
 func Run(cfg *config.Config) (int, error) {
+	// Descriptors whoever started us leaked are not ours to hold
+	// (docs/security.md); the background copy's readiness pipe and
+	// --fd's TAP are.
+	tapFD, err := takeTapFD(cfg)
+	keep := daemonFD()
+	if tapFD >= 0 {
+		keep = append(keep, tapFD)
+	}
+	sandbox.CloseInherited(keep...)
+	if err != nil {
+		return 1, err
+	}
 	if cfg.Mode == config.ModeOCIHook {
 		return runHook(os.Stdin) // hook.go: becomes an attach run
 	}
@@ -52,16 +63,8 @@ func Run(cfg *config.Config) (int, error) {
 	if err := sandbox.Check(); err != nil {
 		return 1, err
 	}
-	// Joining a network namespace takes CAP_SYS_ADMIN in our own user
-	// namespace. Without it, run again as root of a user namespace: a new
-	// one that will own the spawned namespaces, or the target's own.
-	if !ns.InReexecUserNS() && !ns.HaveSysAdmin() {
-		switch {
-		case cfg.Mode == config.ModeSpawn:
-			return ns.ReexecInUserNS()
-		case cfg.UserNS != "" && !cfg.NetNSOnly:
-			return 1, ns.ExecInUserNS(cfg.UserNS)
-		}
+	if status, done, err := enterUserNS(cfg, tapFD); done {
+		return status, err
 	}
 
 	// A --runas that cannot be applied later fails now, in one line.
@@ -78,20 +81,27 @@ func Run(cfg *config.Config) (int, error) {
 		var relay bool
 		var status int
 		var err error
-		bg, relay, status, err = daemonize()
+		bg, relay, status, err = daemonize(tapFD)
 		if relay || err != nil {
 			return status, err
 		}
 	}
 
-	log, closeLog, err := logging.New(logging.Options{
+	lo := logging.Options{
 		Quiet: cfg.Quiet, Debug: cfg.Debug, Trace: cfg.Trace,
 		File: cfg.LogFile, MaxSize: cfg.LogSize,
-	})
+	}
+	if bg != nil {
+		// Once in the background, stderr is gone: without -l, messages
+		// go to the system logger, connected now, before the sandbox
+		// takes the file system and Unix sockets away.
+		lo.Syslog = logging.SyslogPath
+	}
+	log, logOut, err := logging.New(lo)
 	if err != nil {
 		return 1, err
 	}
-	defer closeLog.Close()
+	defer logOut.Close()
 	slog.SetDefault(log)
 	if faults.Enabled {
 		// A test build (package faults): say what was injected, for the
@@ -99,12 +109,30 @@ func Run(cfg *config.Config) (int, error) {
 		defer func() { log.Warn("faults injected", "counts", faults.Report()) }()
 	}
 
+	// What the user watches in spawn mode is the command's output: lines
+	// that only describe the set-up are for attach mode, or -d.
+	notice := log.Info
+	if cfg.Mode == config.ModeSpawn {
+		notice = log.Debug
+	}
+	// A host without IPv6 (none in the kernel, or switched off by
+	// sysctl) gives the namespace none either: IPv4 only, as with -4.
+	hostNoIPv6 := false
+	if !cfg.IPv4Only {
+		if why := ns.HostIPv6Off(); why != "" {
+			if cfg.IPv6Only {
+				return 1, fmt.Errorf("--ipv6-only: the host has no IPv6 (%s)", why)
+			}
+			hostNoIPv6 = true
+			notice("IPv6 is off on the host (" + why + "): IPv4 only")
+		}
+	}
 	tmpl, err := ns.DiscoverTemplate(ns.TemplateOptions{
 		Interface:   cfg.Interface,
 		OutboundIf4: cfg.OutboundIf4,
 		OutboundIf6: cfg.OutboundIf6,
 		NoIPv4:      cfg.IPv6Only,
-		NoIPv6:      cfg.IPv4Only,
+		NoIPv6:      cfg.IPv4Only || hostNoIPv6,
 	})
 	if err != nil {
 		return 1, fmt.Errorf("host template interface: %w", err)
@@ -112,6 +140,9 @@ func Run(cfg *config.Config) (int, error) {
 	plan, err := planNetwork(cfg, tmpl)
 	if err != nil {
 		return 1, err
+	}
+	if hostNoIPv6 {
+		plan.dropIPv6()
 	}
 
 	var child *ns.Child
@@ -127,7 +158,10 @@ func Run(cfg *config.Config) (int, error) {
 			Stdin:      os.Stdin,
 			Stdout:     os.Stdout,
 			Stderr:     os.Stderr,
-			NoUserNS:   ns.InReexecUserNS(),
+			// The command's namespaces belong to our user namespace
+			// when it is already theirs (re-executed, or --userns), or
+			// with --netns-only.
+			NoUserNS: ns.InReexecUserNS() || cfg.NetNSOnly,
 		})
 		if err != nil {
 			return 1, err
@@ -161,12 +195,28 @@ func Run(cfg *config.Config) (int, error) {
 		if cfg.SpliceOnly {
 			return nil // no TAP: loopback forwarding only
 		}
-		l, err := openDataLink(cfg, tap.Config{Name: plan.Ifname, MAC: plan.MAC}, log)
+		var l *dataLink
+		if tapFD >= 0 {
+			l, err = adoptDataLink(cfg, tapFD, plan.MAC, log)
+		} else {
+			l, err = openDataLink(cfg, tap.Config{Name: plan.Ifname, MAC: plan.MAC}, log)
+		}
 		if err != nil {
 			return err
 		}
 		dl, dev = l, l.tap
 		d := dev
+		// A namespace with IPv6 switched off (or none in its kernel)
+		// runs IPv4 only, rather than failing to configure IPv6.
+		if plan.IPv6 {
+			if why := ns.LinkIPv6Off(d.Name()); why != "" {
+				if !plan.IPv4 {
+					return fmt.Errorf("--ipv6-only: the namespace has no IPv6 on %s (%s)", d.Name(), why)
+				}
+				plan.dropIPv6()
+				notice("IPv6 is off in the namespace (" + why + "): IPv4 only")
+			}
+		}
 		if !cfg.ConfigNet {
 			return nil
 		}
@@ -274,7 +324,7 @@ func Run(cfg *config.Config) (int, error) {
 			return 1, err
 		}
 	}
-	sb, err := confine(cfg, child == nil, watch, ctl, closeLog, log)
+	sb, err := confine(cfg, child == nil, watch, ctl, logOut, log)
 	if err != nil {
 		return fail(err)
 	}
@@ -300,6 +350,7 @@ func Run(cfg *config.Config) (int, error) {
 		gone = watch.Gone()
 	}
 	if bg != nil {
+		logOut.Detach()
 		bg.ready()
 	}
 	var runErr error
@@ -321,11 +372,47 @@ func Run(cfg *config.Config) (int, error) {
 	return 0, nil
 }
 
+// enterUserNS puts this process in the user namespace it must run in,
+// by running gopasta again there (done is then true: the caller returns
+// status and err). Joining a network namespace, and creating one, takes
+// CAP_SYS_ADMIN in our own user namespace; without it we run again as
+// root of a user namespace: a new one that will own the spawned
+// namespaces, or the target's own. A command spawned with --userns gets
+// its namespaces from that user namespace, which we join first whatever
+// our privileges; with --netns-only, from ours, which must let us create
+// them.
+func enterUserNS(cfg *config.Config, tapFD int) (status int, done bool, err error) {
+	spawn := cfg.Mode == config.ModeSpawn
+	if ns.InReexecUserNS() {
+		if spawn && !ns.HaveSysAdmin() {
+			return 1, true, fmt.Errorf("--userns %s: not root in that user namespace, which cannot create the command's namespaces then", cfg.UserNS)
+		}
+		return 0, false, nil
+	}
+	switch {
+	case spawn && cfg.UserNS != "":
+		return 1, true, ns.ExecInUserNS(cfg.UserNS)
+	case ns.HaveSysAdmin():
+		return 0, false, nil
+	case spawn && cfg.NetNSOnly:
+		return 1, true, errors.New("--netns-only with a command: creating namespaces without a user namespace needs CAP_SYS_ADMIN (root, or gopasta run inside a user namespace)")
+	case spawn:
+		status, err := ns.ReexecInUserNS()
+		return status, true, err
+	case cfg.UserNS != "" && !cfg.NetNSOnly:
+		if err := passTapFD(tapFD); err != nil {
+			return 1, true, err
+		}
+		return 1, true, ns.ExecInUserNS(cfg.UserNS)
+	}
+	return 0, false, nil
+}
+
 // confine applies the sandbox (internal/sandbox) once everything is open.
 // attach says whether the pid file is removed at exit (attach mode); the
 // watch and the control socket (either may be nil) name the directories
 // they still use.
-func confine(cfg *config.Config, attach bool, watch *ns.Watch, ctl *ctlsock.Server, logFile io.Closer, log *slog.Logger) (*sandbox.Sandbox, error) {
+func confine(cfg *config.Config, attach bool, watch *ns.Watch, ctl *ctlsock.Server, logOut *logging.Output, log *slog.Logger) (*sandbox.Sandbox, error) {
 	o := sandbox.Options{
 		RunAsInParent: ns.InReexecUserNS(),
 		Debug:         cfg.Debug,
@@ -344,8 +431,8 @@ func confine(cfg *config.Config, attach bool, watch *ns.Watch, ctl *ctlsock.Serv
 	if ctl != nil {
 		o.Dirs = append(o.Dirs, sandbox.Dir{Fd: ctl.DirFD(), Path: filepath.Dir(cfg.ConfPath), Stat: true, Remove: true})
 	}
-	if f, ok := logFile.(interface{ Fd() uintptr }); ok {
-		o.LogFd = int(f.Fd())
+	if fd := logOut.FileFd(); fd >= 0 {
+		o.LogFd = fd
 	}
 	return sandbox.Apply(o)
 }
