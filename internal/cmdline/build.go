@@ -366,6 +366,10 @@ func buildNamespaceIf(c *cli.Context, cfg *config.Config) error {
 	if cfg.NoSplice && cfg.SpliceOnly {
 		return usagef("--no-splice and --splice-only cannot be used together")
 	}
+	if cfg.NoSplice && cfg.HostLoToNSLo {
+		// Only a spliced connection can keep the host's loopback address.
+		return usagef("--host-lo-to-ns-lo cannot be used with --no-splice")
+	}
 	return nil
 }
 

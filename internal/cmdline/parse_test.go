@@ -533,6 +533,7 @@ func TestBadInput(t *testing.T) {
 		{"--no-copy-routes", "--no-copy-routes needs --config-net"},
 		{"--no-copy-addrs", "--no-copy-addrs needs --config-net"},
 		{"--no-splice --splice-only", "cannot be used together"},
+		{"--no-splice --host-lo-to-ns-lo", "--host-lo-to-ns-lo cannot be used with --no-splice"},
 		{"--vhost maybe", `invalid --vhost value "maybe": must be auto, on or off`},
 		{"-c ''", `invalid --conf-path value "": invalid configuration path (1 to 107 bytes)`},
 		{"-c /tmp/" + strings.Repeat("s", 103), `invalid --conf-path value "/tmp/sss`}, // 108 bytes
