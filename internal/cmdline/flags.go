@@ -66,7 +66,7 @@ func flags() []cli.Flag {
 		stringFlag(catGeneral, "runas", "", "Run as `USER`: UID[:GID] or LOGIN[:GROUP] (needs privileges)", "nobody, if started as root"),
 		boolFlag(catGeneral, "chroot-fallback", "", "Accepted for pasta's command line: gopasta always enters its empty root with chroot(2), never pivot_root(2)"),
 		stringFlag(catGeneral, "pcap", "p", "Capture namespace-side traffic to `FILE` in pcap format", ""),
-		stringFlag(catGeneral, "pid", "P", "Write own PID to `FILE` once ready", ""),
+		stringFlag(catGeneral, "pid", "P", "Write own PID to `FILE` once ready (kept at exit, as pasta keeps it)", ""),
 		stringFlag(catGeneral, "conf-path", "c", "Serve the port forwarding rules at control socket `PATH` (created 0600, removed at exit), for pesto to read and replace at run time (protocol version 2)", ""),
 		boolFlag(catGeneral, "version", "", "Show version and exit"),
 

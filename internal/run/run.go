@@ -324,8 +324,7 @@ func Run(cfg *config.Config) (int, error) {
 			return 1, err
 		}
 	}
-	sb, err := confine(cfg, child == nil, watch, ctl, logOut, log)
-	if err != nil {
+	if err := confine(cfg, watch, ctl, logOut, log); err != nil {
 		return fail(err)
 	}
 	close(gate) // the first frame is read from here on
@@ -362,10 +361,8 @@ func Run(cfg *config.Config) (int, error) {
 	case <-engineDone.done:
 		runErr = engineDone.err
 	}
-	// Whatever ended the run, the pid file goes with it.
-	if err := sb.RemovePidFile(); err != nil {
-		log.Debug("pid file not removed", "err", err)
-	}
+	// The pid file stays, as pasta's does: whoever started us reads it
+	// after we are gone (podman, to tell which process it was).
 	if runErr != nil {
 		return 1, runErr
 	}
@@ -409,10 +406,9 @@ func enterUserNS(cfg *config.Config, tapFD int) (status int, done bool, err erro
 }
 
 // confine applies the sandbox (internal/sandbox) once everything is open.
-// attach says whether the pid file is removed at exit (attach mode); the
-// watch and the control socket (either may be nil) name the directories
-// they still use.
-func confine(cfg *config.Config, attach bool, watch *ns.Watch, ctl *ctlsock.Server, logOut *logging.Output, log *slog.Logger) (*sandbox.Sandbox, error) {
+// The watch and the control socket (either may be nil) name the
+// directories they still use.
+func confine(cfg *config.Config, watch *ns.Watch, ctl *ctlsock.Server, logOut *logging.Output, log *slog.Logger) error {
 	o := sandbox.Options{
 		RunAsInParent: ns.InReexecUserNS(),
 		Debug:         cfg.Debug,
@@ -421,9 +417,6 @@ func confine(cfg *config.Config, attach bool, watch *ns.Watch, ctl *ctlsock.Serv
 	}
 	if cfg.RunAs != nil {
 		o.RunAs = &sandbox.RunAs{UID: cfg.RunAs.UID, GID: cfg.RunAs.GID}
-	}
-	if attach {
-		o.PidFile = cfg.PidFile
 	}
 	if watch != nil && watch.Dir() != nil {
 		o.Dirs = append(o.Dirs, sandbox.Dir{Fd: int(watch.Dir().Fd()), Stat: true})
@@ -434,7 +427,8 @@ func confine(cfg *config.Config, attach bool, watch *ns.Watch, ctl *ctlsock.Serv
 	if fd := logOut.FileFd(); fd >= 0 {
 		o.LogFd = fd
 	}
-	return sandbox.Apply(o)
+	_, err := sandbox.Apply(o)
+	return err
 }
 
 // drainTimeout bounds how long gopasta outlives its command while TCP

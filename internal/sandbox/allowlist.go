@@ -91,7 +91,7 @@ var allowlist = []rule{
 	{name: "wait4", why: "reaping the spawned namespace's init where pidfds are missing (os/exec's fallback)"},
 	{name: "pidfd_send_signal", why: "SIGKILL to the spawned namespace's init when set-up fails (os.Process.Kill)"},
 	{name: "getpgid", why: "our own process group (x/sys/unix's Getpgrp is getpgid(0)): is the terminal's foreground group ours, before forwarding SIGINT", args: ownGroupArgs},
-	{name: "unlinkat", why: "removing the pid file and the control socket at exit, in their directories only", args: unlinkArgs},
+	{name: "unlinkat", why: "removing the control socket at exit, in its directory only", args: unlinkArgs},
 	{name: "newfstatat", arch: "amd64", why: "has the watched namespace file gone; is the control socket still ours: in their directories only", args: statArgs},
 	{name: "fstatat", arch: "arm64", why: "fstatat(2) on arm64, as newfstatat", args: statArgs},
 

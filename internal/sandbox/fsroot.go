@@ -2,9 +2,7 @@ package sandbox
 
 import (
 	"errors"
-	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
 	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
@@ -30,8 +28,8 @@ import (
 // openat(2). Descriptors opened before keep working (the log, pcap, TAP,
 // vhost-net), including ftruncate(2) of the log, since Landlock checks
 // truncation and device ioctls when a file is opened. The one exception:
-// the directories of the pid file (attach mode) and of the control socket
-// keep the right to remove files, for their removal at exit. Landlock 6+ also scopes signals and
+// the control socket's directory keeps the right to remove files, for the
+// socket's removal at exit. Landlock 6+ also scopes signals and
 // abstract Unix sockets to our own domain: we cannot signal or connect to
 // anything outside it.
 
@@ -111,26 +109,4 @@ func restrictFiles(removeIn []string) (int, error) {
 		return abi, &Error{Step: "Landlock", Err: err}
 	}
 	return abi, nil
-}
-
-// pidFileDir opens the directory of the pid file, for unlinkat(2) at exit.
-func pidFileDir(pidFile string) (*os.File, string, error) {
-	abs, err := filepath.Abs(pidFile)
-	if err != nil {
-		return nil, "", &Error{Step: "pid file", Err: err}
-	}
-	dir, name := filepath.Split(abs)
-	f, err := os.OpenFile(dir, unix.O_PATH|unix.O_DIRECTORY, 0)
-	if err != nil {
-		return nil, "", &Error{Step: "opening the pid file's directory", Err: err}
-	}
-	return f, name, nil
-}
-
-// removeAt removes name in the directory dir refers to.
-func removeAt(dir *os.File, name string) error {
-	if err := unix.Unlinkat(int(dir.Fd()), name, 0); err != nil {
-		return fmt.Errorf("removing %s: %w", name, err)
-	}
-	return nil
 }

@@ -15,7 +15,7 @@
 //  1. Loads what the Go runtime and the standard library would otherwise
 //     read from files lazily (the local time zone of the log's timestamps,
 //     the "nobody" user), and opens the directories that later operations
-//     are confined to (the pid file's, for its removal at exit).
+//     are confined to (the control socket's, for its removal at exit).
 //  2. Makes an empty, deleted directory and, after Landlock (fsroot.go),
 //     chroots into it: no path names a host file any more.
 //  3. Empties the bounding and ambient capability sets, switches identity
@@ -105,8 +105,6 @@ type Options struct {
 	// RunAsInParent: RunAs names ids of the parent user namespace (we are
 	// the copy gopasta re-executed in a user namespace of its own).
 	RunAsInParent bool
-	// PidFile, when set, is removed by RemovePidFile at exit.
-	PidFile string
 	// Dirs are directories gopasta still works in by name at run time,
 	// through descriptors opened before: the namespace watcher's, the
 	// control socket's.
@@ -132,9 +130,7 @@ type Dir struct {
 
 // Sandbox is the confinement in force.
 type Sandbox struct {
-	pidDir  *os.File
-	pidName string
-	Report  Report
+	Report Report
 }
 
 // Report says what Apply achieved beyond what it always does (an empty
@@ -191,12 +187,6 @@ func Apply(o Options) (*Sandbox, error) {
 	last := lastCap()
 	sb := &Sandbox{}
 	dirs := o.Dirs
-	if o.PidFile != "" {
-		if sb.pidDir, sb.pidName, err = pidFileDir(o.PidFile); err != nil {
-			return nil, err
-		}
-		dirs = append(dirs, Dir{Fd: int(sb.pidDir.Fd()), Path: sb.pidDir.Name(), Remove: true})
-	}
 	var removeIn []string
 	for _, d := range dirs {
 		if d.Remove {
@@ -298,14 +288,6 @@ func Apply(o Options) (*Sandbox, error) {
 		}
 	}
 	return sb, nil
-}
-
-// RemovePidFile removes the pid file given to Apply, best effort.
-func (s *Sandbox) RemovePidFile() error {
-	if s == nil || s.pidDir == nil {
-		return nil
-	}
-	return removeAt(s.pidDir, s.pidName)
 }
 
 // CloseInherited closes every descriptor above 2 that this process

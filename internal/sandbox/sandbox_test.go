@@ -55,16 +55,22 @@ func child(role string) int {
 		}
 		return forbidden(arg)
 	case "apply":
-		sb, err := Apply(Options{PidFile: os.Getenv("GOPASTA_SANDBOX_TEST_PIDFILE"), LogFd: 2})
+		// A directory kept for removals, as the control socket's is.
+		file := os.Getenv("GOPASTA_SANDBOX_TEST_REMOVE")
+		dir, err := os.OpenFile(filepath.Dir(file), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 3
 		}
+		if _, err := Apply(Options{Dirs: []Dir{{Fd: int(dir.Fd()), Path: dir.Name(), Remove: true}}, LogFd: 2}); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 3
+		}
 		fmt.Println("confined")
-		// Wait for the parent to look at us, then remove the pid file.
+		// Wait for the parent to look at us, then remove the file.
 		var b [1]byte
 		os.Stdin.Read(b[:])
-		if err := sb.RemovePidFile(); err != nil {
+		if err := unix.Unlinkat(int(dir.Fd()), filepath.Base(file), 0); err != nil {
 			fmt.Println("remove:", err)
 			return 4
 		}
@@ -215,8 +221,8 @@ func TestFilterLog(t *testing.T) {
 // TestApply applies the whole sandbox in a child started as root, and reads
 // its /proc/PID/status and root from here: nobody, no capabilities in any
 // set, no_new_privs, one seccomp filter, an empty deleted root; a call
-// outside the list then kills it; the pid file is removed through the
-// directory kept for it.
+// outside the list then kills it; a file is removed through a directory
+// kept for removals (the control socket's, in gopasta).
 func TestApply(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: the child starts as root and drops to nobody")
@@ -225,8 +231,8 @@ func TestApply(t *testing.T) {
 		t.Skipf("%v (make test builds without cgo)", err)
 	}
 	dir := t.TempDir()
-	pidFile := filepath.Join(dir, "gopasta.pid")
-	if err := os.WriteFile(pidFile, []byte("1\n"), 0o644); err != nil {
+	sockFile := filepath.Join(dir, "gopasta.sock")
+	if err := os.WriteFile(sockFile, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	// nobody must be able to remove it.
@@ -236,7 +242,7 @@ func TestApply(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"=apply:open", "GOPASTA_SANDBOX_TEST_PIDFILE="+pidFile, SeccompEnv+"=", SeccompReportEnv+"=")
+	cmd.Env = append(os.Environ(), childEnv+"=apply:open", "GOPASTA_SANDBOX_TEST_REMOVE="+sockFile, SeccompEnv+"=", SeccompReportEnv+"=")
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -288,8 +294,8 @@ func TestApply(t *testing.T) {
 	if !ws.Signaled() || ws.Signal() != unix.SIGSYS {
 		t.Errorf("after opening a file: got %v (stdout %q, stderr %q), want killed by SIGSYS", ws, rest, errb.String())
 	}
-	if _, err := os.Stat(pidFile); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("pid file after RemovePidFile: got %v, want it gone", err)
+	if _, err := os.Stat(sockFile); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s after unlinkat in its kept directory: got %v, want it gone", sockFile, err)
 	}
 }
 
