@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gopasta/gopasta/internal/epoll"
 	"github.com/gopasta/gopasta/internal/header"
 	"github.com/gopasta/gopasta/internal/limit"
 	"github.com/gopasta/gopasta/internal/logging"
@@ -174,7 +175,8 @@ type Engine struct {
 	tx       txQueue
 	pcap     *pcapWriter
 
-	epfd, timerfd, wakefd int
+	ep                    *epoll.Epoll // waits in the runtime's poller (package epoll)
+	epfd, timerfd, wakefd int          // epfd: ep's, for epoll_ctl
 	// reserve lets a listener refuse connections out of descriptors
 	// (listen.go); listenRetryAt is when the earliest paused listener
 	// is due back in epoll (0: none is paused).
@@ -335,7 +337,10 @@ func (e *Engine) Close() error {
 	if e.reserve != nil {
 		e.reserve.Close()
 	}
-	for _, fd := range []int{e.epfd, e.timerfd, e.wakefd} {
+	if e.ep != nil {
+		e.ep.Close()
+	}
+	for _, fd := range []int{e.timerfd, e.wakefd} {
 		if fd > 0 {
 			unix.Close(fd)
 		}

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gopasta/gopasta/internal/epoll"
 	"github.com/gopasta/gopasta/internal/faults"
 	"github.com/gopasta/gopasta/internal/sock"
 )
@@ -27,9 +28,10 @@ const (
 
 func (e *Engine) initPoll() error {
 	var err error
-	if e.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
-		return fmt.Errorf("fwd: epoll_create1: %w", err)
+	if e.ep, err = epoll.New(); err != nil {
+		return fmt.Errorf("fwd: %w", err)
 	}
+	e.epfd = e.ep.Fd()
 	if e.timerfd, err = unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC); err != nil {
 		return fmt.Errorf("fwd: timerfd_create: %w", err)
 	}
@@ -85,19 +87,19 @@ func (e *Engine) Run(ctx context.Context) error {
 	linkMore := false
 	defer e.pin.release()
 	for {
-		timeout := -1
+		timeout := time.Duration(-1) // for ever
 		switch {
 		case linkMore:
 			timeout = 0
 		case e.timerLost:
 			// The timer could not be armed (armTimer): sleep no
 			// longer than it would have, and run it below.
-			timeout = int(max(e.timerAt-e.now, 0)/int64(time.Millisecond)) + 1
+			timeout = time.Duration(max(e.timerAt-e.now, 0)) + time.Millisecond
 			e.pin.release()
 		default:
 			e.pin.release() // about to sleep: any thread may wake it
 		}
-		n, err := unix.EpollWait(e.epfd, e.events, timeout)
+		n, err := e.ep.Wait(e.events, timeout)
 		if err != nil {
 			if err == unix.EINTR {
 				continue
