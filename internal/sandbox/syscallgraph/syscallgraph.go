@@ -1066,29 +1066,47 @@ func (a *analysis) boxValues(ptr ssa.Value, walk func(ssa.Value) bool) bool {
 	members := []ssa.Value{alloc}
 	for i := 0; i < len(members); i++ {
 		m := members[i]
-		refs := m.Referrers()
-		if refs == nil {
+		ok := loadsAndStores(m, walk, func(r ssa.Instruction) bool {
+			mc, ok := r.(*ssa.MakeClosure)
+			if !ok {
+				return false
+			}
+			fn := mc.Fn.(*ssa.Function)
+			for k, b := range mc.Bindings {
+				if b == m {
+					members = append(members, fn.FreeVars[k])
+				}
+			}
+			return true
+		})
+		if !ok {
 			return false
 		}
-		for _, r := range *refs {
-			switch r := r.(type) {
-			case *ssa.Store:
-				if r.Addr != m || !walk(r.Val) {
-					return false
-				}
-			case *ssa.UnOp:
-				if r.Op != token.MUL {
-					return false
-				}
-			case *ssa.DebugRef:
-			case *ssa.MakeClosure:
-				fn := r.Fn.(*ssa.Function)
-				for k, b := range r.Bindings {
-					if b == m {
-						members = append(members, fn.FreeVars[k])
-					}
-				}
-			default:
+	}
+	return true
+}
+
+// loadsAndStores calls walk with every value stored through the address
+// ptr, and reports false when ptr goes anywhere but a load, a store into
+// it or an instruction other accepts (other may be nil: none).
+func loadsAndStores(ptr ssa.Value, walk func(ssa.Value) bool, other func(ssa.Instruction) bool) bool {
+	refs := ptr.Referrers()
+	if refs == nil {
+		return false
+	}
+	for _, r := range *refs {
+		switch r := r.(type) {
+		case *ssa.Store:
+			if r.Addr != ptr || !walk(r.Val) {
+				return false
+			}
+		case *ssa.UnOp:
+			if r.Op != token.MUL {
+				return false
+			}
+		case *ssa.DebugRef:
+		default:
+			if other == nil || !other(r) {
 				return false
 			}
 		}
@@ -1116,24 +1134,8 @@ func (a *analysis) fieldValues(ptr ssa.Value, walk func(ssa.Value) bool) bool {
 		return false
 	}
 	for _, m := range a.fields[fieldOf(fa)] {
-		refs := m.Referrers()
-		if refs == nil {
+		if !loadsAndStores(m, walk, nil) {
 			return false
-		}
-		for _, r := range *refs {
-			switch r := r.(type) {
-			case *ssa.Store:
-				if r.Addr != m || !walk(r.Val) {
-					return false
-				}
-			case *ssa.UnOp:
-				if r.Op != token.MUL {
-					return false
-				}
-			case *ssa.DebugRef:
-			default:
-				return false
-			}
 		}
 	}
 	return true
