@@ -98,7 +98,9 @@ type run struct {
 	eng        *fwd.Engine   // nil with --splice-only
 	engineDone *engineRun
 	ctl        *ctlsock.Server
-	watch      *ns.Watch // attach mode: the namespace's going away
+
+	// confine
+	watch *ns.Watch // attach mode: the namespace's going away
 
 	closers []func() // run in reverse by close
 }
