@@ -9,6 +9,11 @@ package e2e
 //	                            separated by spaces), printing "CMD ok
 //	                            [RESULT]" per command; the first that fails
 //	                            ends the run with exit status 1
+//	SELF -e2e-peer tapexec NETNS IFNAME ARGV...
+//	                            opens TAP IFNAME in network namespace NETNS,
+//	                            as a caller of --fd does, and executes ARGV
+//	                            (in its own namespace) with "FD" in it
+//	                            replaced by the TAP's descriptor
 //	SELF -e2e-peer agent DIR    writes DIR/ready, then runs the commands the
 //	                            test writes to DIR/cmd-1, cmd-2, ... and
 //	                            answers each in DIR/res-N ("ok RESULT" or
@@ -65,8 +70,10 @@ func peerMain(args []string) int {
 		err = runCommands(args[1:])
 	case len(args) == 2 && args[0] == "agent":
 		err = runAgent(args[1])
+	case len(args) >= 4 && args[0] == "tapexec":
+		err = tapExec(args[1], args[2], args[3:]) // returns only on failure
 	default:
-		err = fmt.Errorf("usage: %s run CMD... | %s agent DIR; got %q", peerFlag, peerFlag, args)
+		err = fmt.Errorf("usage: %s run CMD... | %s agent DIR | %s tapexec NETNS IFNAME ARGV...; got %q", peerFlag, peerFlag, peerFlag, args)
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "e2e peer: %v\n", err)
@@ -524,6 +531,9 @@ func (p *peer) hold(c io.Closer) {
 //	neigh ADDR MAC MS [flush]  resolves ADDR (its entry flushed first, if
 //	                         asked) and waits up to MS ms for its
 //	                         neighbour entry to show MAC (neighWait)
+//	udpports ADDR FIRST N    one datagram from one socket to each of ports
+//	                         FIRST to FIRST+N-1 of ADDR (an address), in
+//	                         order; nothing needs to answer
 func (p *peer) command(f []string) (string, error) {
 	if len(f) == 0 {
 		return "", errors.New("empty command")
@@ -578,6 +588,8 @@ func (p *peer) command(f []string) (string, error) {
 			}
 		}
 		return "", nil
+	case "udpports":
+		return "", udpPorts(netip.MustParseAddr(arg(1)), int(num(2)), int(num(3)))
 	case "udpbig":
 		// udpbig ADDR SIZE...: one datagram asks the server (serveUDPSizes)
 		// for datagrams of SIZE bytes each, which must all arrive whole.
@@ -1106,4 +1118,22 @@ func slowPut(c net.Conn, n int64, seed uint64, d time.Duration) error {
 		time.Sleep(time.Until(start.Add(d * time.Duration(i+1) / time.Duration(steps))))
 	}
 	return putEnd(c, h, "slow put of", n)
+}
+
+// udpPorts sends one datagram to each of n ports of addr from first on,
+// from one socket. Refusals (ICMP port unreachable, reported on later
+// sends) are expected.
+func udpPorts(addr netip.Addr, first, n int) error {
+	c, err := net.ListenUDP("udp", nil)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	for p := first; p < first+n; p++ {
+		_, err := c.WriteToUDPAddrPort([]byte("port"), netip.AddrPortFrom(addr, uint16(p)))
+		if err != nil && !errors.Is(err, syscall.ECONNREFUSED) {
+			return fmt.Errorf("datagram to port %d: %w", p, err)
+		}
+	}
+	return nil
 }

@@ -606,8 +606,9 @@ func TestSandboxSignals(t *testing.T) {
 	}
 }
 
-// TestSandboxLogRotation: --log-size rotates the log in place (ftruncate
-// on the descriptor opened before the sandbox) while gopasta is confined;
+// TestSandboxLogRotation: --log-size makes room in the log in place
+// (pread64, pwrite64 and ftruncate on the descriptor opened before the
+// sandbox, O_APPEND off and on with fcntl) while gopasta is confined;
 // the lines come from control socket updates, each of which lists its
 // rules, and the socket is removed at exit through its directory.
 func TestSandboxLogRotation(t *testing.T) {
@@ -633,7 +634,7 @@ func TestSandboxLogRotation(t *testing.T) {
 				c.must(t, "-t", spec)
 				c.must(t, "-t", "none")
 				b, _ := os.ReadFile(logFile)
-				if !strings.Contains(string(b), "truncated") {
+				if !strings.Contains(string(b), "older lines dropped") {
 					return fmt.Errorf("no rotation yet (%d bytes)", len(b))
 				}
 				return nil

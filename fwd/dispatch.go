@@ -103,6 +103,9 @@ func (e *Engine) handleFrames(frames [][]byte) {
 		if f.state != flowActive {
 			continue // closed by open() or an earlier group
 		}
+		if e.trace {
+			e.traceFrames(g)
+		}
 		e.tr[f.proto].frames(e, fi, g)
 	}
 }

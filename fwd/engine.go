@@ -16,8 +16,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gopasta/gopasta/internal/epoll"
 	"github.com/gopasta/gopasta/internal/header"
 	"github.com/gopasta/gopasta/internal/limit"
+	"github.com/gopasta/gopasta/internal/logging"
 	"github.com/gopasta/gopasta/internal/sock"
 	"github.com/gopasta/gopasta/internal/yield"
 )
@@ -138,6 +140,7 @@ type Engine struct {
 	opts  Options
 	log   *slog.Logger
 	debug bool
+	trace bool // --trace: per-packet lines (trace.go)
 	nat   NAT
 	sys   sysOps
 
@@ -172,7 +175,8 @@ type Engine struct {
 	tx       txQueue
 	pcap     *pcapWriter
 
-	epfd, timerfd, wakefd int
+	ep                    *epoll.Epoll // waits in the runtime's poller (package epoll)
+	epfd, timerfd, wakefd int          // epfd: ep's, for epoll_ctl
 	// reserve lets a listener refuse connections out of descriptors
 	// (listen.go); listenRetryAt is when the earliest paused listener
 	// is due back in epoll (0: none is paused).
@@ -245,6 +249,7 @@ func New(link Link, p *NetParams, opts Options) (*Engine, error) {
 		e.to = *opts.Timeouts
 	}
 	e.to = e.to.clamp()
+	e.trace = e.log.Enabled(context.Background(), logging.LevelTrace)
 	e.nat = NewNAT(p, &opts)
 	e.mtu = p.MTU
 	if e.mtu <= 0 || e.mtu > maxFrameMTU {
@@ -332,7 +337,10 @@ func (e *Engine) Close() error {
 	if e.reserve != nil {
 		e.reserve.Close()
 	}
-	for _, fd := range []int{e.epfd, e.timerfd, e.wakefd} {
+	if e.ep != nil {
+		e.ep.Close()
+	}
+	for _, fd := range []int{e.timerfd, e.wakefd} {
 		if fd > 0 {
 			unix.Close(fd)
 		}

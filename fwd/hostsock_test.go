@@ -187,13 +187,7 @@ func TestHostSocket(t *testing.T) {
 			"bind 0.0.0.0:1000", "connect 192.0.2.7:53", "watch in"}, unix.ENOMEM},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := newDriven(t, tc.opts)
-			sys := &callSys{fakeSys: d.sys, fail: tc.fail}
-			d.e.sys = sys
-			d.cycle(tc.frame)
-			if !slices.Equal(sys.calls, tc.want) {
-				t.Errorf("got calls\n\t%s\nwant\n\t%s", strings.Join(sys.calls, "\n\t"), strings.Join(tc.want, "\n\t"))
-			}
+			d := cycleCalls(t, tc.opts, tc.frame, tc.fail, tc.want)
 			st := d.e.Stats()
 			if tc.err == 0 {
 				if d.e.FlowCount() != 1 || st.Drops[DropHostSocket] != 0 || len(d.sys.open) != 1 {
@@ -337,13 +331,7 @@ func TestHostSocketGroups(t *testing.T) {
 			"watch in", "setsockopt IP_TTL=64"}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := newDriven(t, tc.opts)
-			sys := &callSys{fakeSys: d.sys, fail: tc.fail}
-			d.e.sys = sys
-			d.cycle(tc.frame)
-			if !slices.Equal(sys.calls, tc.want) {
-				t.Errorf("got calls\n\t%s\nwant\n\t%s", strings.Join(sys.calls, "\n\t"), strings.Join(tc.want, "\n\t"))
-			}
+			d := cycleCalls(t, tc.opts, tc.frame, tc.fail, tc.want)
 			st := d.e.Stats()
 			want := 1
 			if tc.err != 0 {
@@ -385,4 +373,18 @@ func TestHostSocketBroadcastRefused(t *testing.T) {
 		t.Errorf("got %d flows, %d host-socket drops, %d open sockets; want 0, 1, 0",
 			d.e.FlowCount(), d.e.Stats().Drops[DropHostSocket], len(d.sys.open))
 	}
+}
+
+// cycleCalls runs one cycle of frame through an engine whose system calls
+// fail as fail says (callSys), and checks the calls it made against want.
+func cycleCalls(t *testing.T, opts Options, frame []byte, fail map[string]unix.Errno, want []string) *driven {
+	t.Helper()
+	d := newDriven(t, opts)
+	sys := &callSys{fakeSys: d.sys, fail: fail}
+	d.e.sys = sys
+	d.cycle(frame)
+	if !slices.Equal(sys.calls, want) {
+		t.Errorf("got calls\n\t%s\nwant\n\t%s", strings.Join(sys.calls, "\n\t"), strings.Join(want, "\n\t"))
+	}
+	return d
 }

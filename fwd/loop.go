@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gopasta/gopasta/internal/epoll"
 	"github.com/gopasta/gopasta/internal/faults"
 	"github.com/gopasta/gopasta/internal/sock"
 )
@@ -27,9 +28,10 @@ const (
 
 func (e *Engine) initPoll() error {
 	var err error
-	if e.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
-		return fmt.Errorf("fwd: epoll_create1: %w", err)
+	if e.ep, err = epoll.New(); err != nil {
+		return fmt.Errorf("fwd: %w", err)
 	}
+	e.epfd = e.ep.Fd()
 	if e.timerfd, err = unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC); err != nil {
 		return fmt.Errorf("fwd: timerfd_create: %w", err)
 	}
@@ -72,7 +74,7 @@ func (e *Engine) Run(ctx context.Context) error {
 
 	stop := context.AfterFunc(ctx, func() {
 		var one = [8]byte{1}
-		unix.Write(e.wakefd, one[:])
+		sock.Write(e.wakefd, one[:])
 	})
 	defer stop()
 
@@ -85,19 +87,19 @@ func (e *Engine) Run(ctx context.Context) error {
 	linkMore := false
 	defer e.pin.release()
 	for {
-		timeout := -1
+		timeout := time.Duration(-1) // for ever
 		switch {
 		case linkMore:
 			timeout = 0
 		case e.timerLost:
 			// The timer could not be armed (armTimer): sleep no
 			// longer than it would have, and run it below.
-			timeout = int(max(e.timerAt-e.now, 0)/int64(time.Millisecond)) + 1
+			timeout = time.Duration(max(e.timerAt-e.now, 0)) + time.Millisecond
 			e.pin.release()
 		default:
 			e.pin.release() // about to sleep: any thread may wake it
 		}
-		n, err := unix.EpollWait(e.epfd, e.events, timeout)
+		n, err := e.ep.Wait(e.events, timeout)
 		if err != nil {
 			if err == unix.EINTR {
 				continue
@@ -117,7 +119,7 @@ func (e *Engine) Run(ctx context.Context) error {
 				readLink = true
 			case tagTimer:
 				var buf [8]byte
-				unix.Read(e.timerfd, buf[:])
+				sock.Read(e.timerfd, buf[:])
 				e.timerfdFired()
 			case tagWake:
 				e.flush()
@@ -216,6 +218,9 @@ func (e *Engine) sockEvent(idx int32, gen uint32, events uint32) {
 	if f.state != flowActive || f.gen != gen {
 		return // closed this cycle, or a stale event for a reused slot
 	}
+	if e.trace {
+		e.traceSock(f, events)
+	}
 	if t := e.tr[f.proto]; t != nil {
 		t.sockEvent(e, idx, events)
 	}
@@ -239,7 +244,7 @@ func (e *Engine) armTimer(t int64) {
 	e.timerLost = false
 	if err := faults.At(faults.TimerfdSettime); err != nil {
 		e.timerLost = true
-	} else if unix.TimerfdSettime(e.timerfd, 0, &spec, nil) != nil {
+	} else if sock.TimerfdSettime(e.timerfd, &spec) != nil {
 		e.timerLost = true
 	}
 }
@@ -357,20 +362,10 @@ type kernelSys struct {
 	pollFd  unix.PollFd
 }
 
-func (k *kernelSys) socket(d, t, p int) (int, error) {
-	if err := faults.At(faults.Socket); err != nil {
-		return -1, err
-	}
-	return unix.Socket(d, t|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, p)
-}
-func (k *kernelSys) bind(fd int, sa unix.Sockaddr) error { return unix.Bind(fd, sa) }
-func (k *kernelSys) connect(fd int, sa unix.Sockaddr) error {
-	if err := faults.At(faults.Connect); err != nil {
-		return err
-	}
-	return unix.Connect(fd, sa)
-}
-func (k *kernelSys) setsockoptInt(fd, l, o, v int) error { return unix.SetsockoptInt(fd, l, o, v) }
+func (k *kernelSys) socket(d, t, p int) (int, error)        { return sock.Socket(d, t, p) }
+func (k *kernelSys) bind(fd int, sa unix.Sockaddr) error    { return unix.Bind(fd, sa) }
+func (k *kernelSys) connect(fd int, sa unix.Sockaddr) error { return sock.ConnectSA(fd, sa) }
+func (k *kernelSys) setsockoptInt(fd, l, o, v int) error    { return sock.SetsockoptInt(fd, l, o, v) }
 func (k *kernelSys) bindToDevice(fd int, ifname string) error {
 	return unix.BindToDevice(fd, ifname)
 }
@@ -384,11 +379,11 @@ func (k *kernelSys) recvmsg(fd int, p, oob []byte, flags int) (int, int, int, er
 	n, oobn, rf, _, err := unix.Recvmsg(fd, p, oob, flags)
 	return n, oobn, rf, err
 }
-func (k *kernelSys) close(fd int) error { return unix.Close(fd) }
+func (k *kernelSys) close(fd int) error { return sock.Close(fd) }
 func (k *kernelSys) watch(fd int, idx int32, gen uint32, events uint32) error {
 	ev := unix.EpollEvent{Events: events, Fd: idx, Pad: int32(gen)}
 	if err := faults.At(faults.EpollCtl); err != nil {
 		return err
 	}
-	return unix.EpollCtl(k.epfd, unix.EPOLL_CTL_ADD, fd, &ev)
+	return sock.EpollCtl(k.epfd, unix.EPOLL_CTL_ADD, fd, &ev)
 }

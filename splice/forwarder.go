@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gopasta/gopasta/internal/epoll"
 	"github.com/gopasta/gopasta/internal/faults"
 	"github.com/gopasta/gopasta/internal/slots"
 	"github.com/gopasta/gopasta/internal/sock"
@@ -84,10 +85,11 @@ type Forwarder struct {
 	pool     *pipePool
 	ctr      counters
 
-	epfd, wakefd, timerfd int
-	retryfd               int         // one-shot: paused listeners (listen.go)
-	retryAt               int64       // f.now the retry timer is armed for; 0: not armed
-	reserve               *sock.Spare // out of descriptors, to refuse waiting connections (listen.go)
+	ep                    *epoll.Epoll // waits in the runtime's poller (package epoll)
+	epfd, wakefd, timerfd int          // epfd: ep's, for epoll_ctl
+	retryfd               int          // one-shot: paused listeners (listen.go)
+	retryAt               int64        // f.now the retry timer is armed for; 0: not armed
+	reserve               *sock.Spare  // out of descriptors, to refuse waiting connections (listen.go)
 
 	lst listenTable
 
@@ -179,9 +181,10 @@ func NewForwarder(opts Options) (*Forwarder, error) {
 
 func (f *Forwarder) setup() error {
 	var err error
-	if f.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
-		return fmt.Errorf("splice: epoll_create1: %w", err)
+	if f.ep, err = epoll.New(); err != nil {
+		return fmt.Errorf("splice: %w", err)
 	}
+	f.epfd = f.ep.Fd()
 	if f.wakefd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
 		return fmt.Errorf("splice: eventfd: %w", err)
 	}
@@ -284,7 +287,7 @@ func (f *Forwarder) Run(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		n, err := unix.EpollWait(f.epfd, f.events, f.waitTimeout())
+		n, err := f.ep.Wait(f.events, f.waitTimeout())
 		if err != nil {
 			if err == unix.EINTR {
 				continue
@@ -299,17 +302,17 @@ func (f *Forwarder) Run(ctx context.Context) error {
 	}
 }
 
-// waitTimeout is epoll_wait's timeout in milliseconds: none while
-// connections have work left over, and a bounded one while a timer the
-// loop needs could not be armed (timersLost), else infinite.
-func (f *Forwarder) waitTimeout() int {
+// waitTimeout is how long the loop may wait for events: not at all while
+// connections have work left over, a bounded time while a timer the loop
+// needs could not be armed (timersLost), else for ever (negative).
+func (f *Forwarder) waitTimeout() time.Duration {
 	switch {
 	case len(f.again) > 0:
 		return 0
 	case f.retryLost:
-		return int(sock.MinAcceptBackoff / time.Millisecond)
+		return sock.MinAcceptBackoff
 	case f.tickLost:
-		return int(tickEvery / time.Millisecond)
+		return tickEvery
 	}
 	return -1
 }
@@ -507,7 +510,11 @@ func (f *Forwarder) closeFds() {
 	if f.reserve != nil {
 		f.reserve.Close()
 	}
-	for _, fd := range []*int{&f.epfd, &f.wakefd, &f.timerfd, &f.retryfd} {
+	if f.ep != nil {
+		f.ep.Close()
+		f.ep, f.epfd = nil, -1
+	}
+	for _, fd := range []*int{&f.wakefd, &f.timerfd, &f.retryfd} {
 		closeFd(*fd)
 		*fd = -1
 	}
@@ -525,7 +532,7 @@ func (f *Forwarder) epollAdd(fd int, ev *unix.EpollEvent) error {
 	if err := faults.At(faults.EpollCtl); err != nil {
 		return err
 	}
-	return unix.EpollCtl(f.epfd, unix.EPOLL_CTL_ADD, fd, ev)
+	return sock.EpollCtl(f.epfd, unix.EPOLL_CTL_ADD, fd, ev)
 }
 
 // setTimer is timerfd_settime(2) on fd, where a test build may inject a

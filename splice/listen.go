@@ -259,7 +259,7 @@ func (f *Forwarder) pauseListener(slot int32) {
 	l := &f.lst.ls.Items[slot]
 	ev := tag(kindListen, 0, int(slot), l.gen)
 	fd := l.tcp.Fd
-	if unix.EpollCtl(f.epfd, unix.EPOLL_CTL_MOD, fd, &ev) != nil {
+	if sock.EpollCtl(f.epfd, unix.EPOLL_CTL_MOD, fd, &ev) != nil {
 		return
 	}
 	l.off = true
@@ -305,7 +305,7 @@ func (f *Forwarder) retryListeners() {
 		}
 		ev := tag(kindListen, 0, i, l.gen)
 		ev.Events = unix.EPOLLIN
-		if unix.EpollCtl(f.epfd, unix.EPOLL_CTL_MOD, l.tcp.Fd, &ev) == nil {
+		if sock.EpollCtl(f.epfd, unix.EPOLL_CTL_MOD, l.tcp.Fd, &ev) == nil {
 			l.off = false
 		}
 	}

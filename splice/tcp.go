@@ -279,7 +279,7 @@ func (f *Forwarder) tcpMove(c *tcpConn, i int) (more, ok bool) {
 	// for writable also keeps shutdown away from a socket still in
 	// SYN_SENT, where it would abort the connect.
 	if d.eof && p.n == 0 && !d.shut && c.writable[1-i] {
-		if err := unix.Shutdown(dst, unix.SHUT_WR); err != nil && err != unix.ENOTCONN {
+		if err := sock.Shutdown(dst, unix.SHUT_WR); err != nil && err != unix.ENOTCONN {
 			f.log.Debug("splice: tcp shutdown", "fd", dst, "err", err)
 			return false, false
 		}
@@ -298,7 +298,7 @@ func (f *Forwarder) tcpClose(slot int, abort bool) {
 		if abort {
 			sock.Abort(c.fd[side])
 		} else {
-			unix.Close(c.fd[side])
+			sock.Close(c.fd[side])
 		}
 		c.fd[side] = -1
 		f.pool.put(c.dir[side].p)
@@ -322,5 +322,11 @@ func splice(in, out, n int) (int64, error) {
 	if err := faults.At(faults.Splice); err != nil {
 		return 0, err
 	}
-	return unix.Splice(in, nil, out, nil, n, spliceFlags)
+	// A raw call (see internal/sock's raw.go): splice never blocks here
+	// (SPLICE_F_NONBLOCK, non-blocking sockets and pipes).
+	r, _, e := unix.RawSyscall6(unix.SYS_SPLICE, uintptr(in), 0, uintptr(out), 0, uintptr(n), spliceFlags)
+	if e != 0 {
+		return 0, e
+	}
+	return int64(r), nil
 }

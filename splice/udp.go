@@ -278,7 +278,7 @@ func (f *Forwarder) udpArm(slot int) {
 		}
 		ev := tag(kindUDP, side, slot, u.gen)
 		ev.Events = want
-		if err := unix.EpollCtl(f.epfd, unix.EPOLL_CTL_MOD, u.fd[side], &ev); err != nil {
+		if err := sock.EpollCtl(f.epfd, unix.EPOLL_CTL_MOD, u.fd[side], &ev); err != nil {
 			f.log.Warn("splice: epoll_ctl mod udp socket", "fd", u.fd[side], "err", err)
 			continue
 		}
@@ -423,8 +423,8 @@ func (f *Forwarder) udpClose(slot int) {
 	f.ctr.udpDrops.Add(uint64(len(u.pend[0]) + len(u.pend[1])))
 	u.pend = [2][][]byte{}
 	for side := 0; side < 2; side++ {
-		_ = unix.EpollCtl(f.epfd, unix.EPOLL_CTL_DEL, u.fd[side], nil)
-		unix.Close(u.fd[side])
+		_ = sock.EpollCtl(f.epfd, unix.EPOLL_CTL_DEL, u.fd[side], nil)
+		sock.Close(u.fd[side])
 		u.fd[side] = -1
 	}
 	if !f.reserve.Held() {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gopasta/gopasta/internal/sock"
 )
 
 // ReadBatch reads frames into bufs until the queue is empty or bufs (or
@@ -18,11 +20,12 @@ import (
 // plus the header once GSO offloads are on.
 //
 // It allocates nothing: the errno values it sees are preallocated by
-// x/sys/unix, and the frames land in the caller's buffers.
+// x/sys/unix, and the frames land in the caller's buffers. The reads are
+// raw system calls (sock.Read), as the event loop's calls are.
 func (d *Device) ReadBatch(bufs [][]byte, sizes []int) (int, error) {
 	n := min(len(bufs), len(sizes))
 	for i := 0; i < n; {
-		m, err := unix.Read(d.fd, bufs[i])
+		m, err := sock.Read(d.fd, bufs[i])
 		switch err {
 		case nil:
 			sizes[i] = m
@@ -44,7 +47,7 @@ func (d *Device) ReadBatch(bufs [][]byte, sizes []int) (int, error) {
 // frame is bufs[n].
 func (d *Device) WriteBatch(bufs [][]byte) (int, error) {
 	for i := 0; i < len(bufs); {
-		_, err := unix.Write(d.fd, bufs[i])
+		_, err := sock.Write(d.fd, bufs[i])
 		switch err {
 		case nil:
 			i++

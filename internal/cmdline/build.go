@@ -5,6 +5,7 @@ package cmdline
 
 import (
 	"fmt"
+	"math"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -39,7 +40,37 @@ func build(c *cli.Context, pos []string) (*config.Config, error) {
 	if err := buildTarget(c, cfg, pos); err != nil {
 		return nil, err
 	}
+	if err := buildTapFD(c, cfg); err != nil {
+		return nil, err
+	}
 	return cfg, nil
+}
+
+// buildTapFD reads --fd as pasta reads it (C's strtoul, 0 to INT_MAX; 0
+// is allowed since passt aa1cc89) and checks what it cannot go with: the
+// TAP must be open in a namespace that exists, so a PID or --netns, and
+// something must carry it. Whether the descriptor is a TAP is checked at
+// start (internal/run), where a copy run again in the background or in a
+// user namespace finds it at a number of gopasta's choosing.
+func buildTapFD(c *cli.Context, cfg *config.Config) error {
+	if !c.IsSet("fd") {
+		return nil
+	}
+	v := c.String("fd")
+	n, ok := parseCRange(v, 0, math.MaxInt32)
+	if !ok {
+		return badValue("--fd", v, "not a descriptor number")
+	}
+	cfg.TapFD, cfg.TapFDSet = int(n), true
+	switch {
+	case cfg.Mode == config.ModeSpawn:
+		return usagef("--fd needs a PID or --netns: the TAP is open in a namespace that exists already, not in the command's new one")
+	case cfg.SpliceOnly:
+		return usagef("--fd cannot be combined with --splice-only, which uses no TAP")
+	case cfg.Vhost == config.VhostOn:
+		return usagef("--fd cannot be combined with --vhost=on: the TAP was opened without vhost-net's settings")
+	}
+	return nil
 }
 
 func buildGeneral(c *cli.Context, cfg *config.Config) error {
@@ -335,6 +366,10 @@ func buildNamespaceIf(c *cli.Context, cfg *config.Config) error {
 	if cfg.NoSplice && cfg.SpliceOnly {
 		return usagef("--no-splice and --splice-only cannot be used together")
 	}
+	if cfg.NoSplice && cfg.HostLoToNSLo {
+		// Only a spliced connection can keep the host's loopback address.
+		return usagef("--host-lo-to-ns-lo cannot be used with --no-splice")
+	}
 	return nil
 }
 
@@ -368,7 +403,7 @@ func buildTarget(c *cli.Context, cfg *config.Config, pos []string) error {
 	cfg.NetNSOnly = c.Bool("netns-only")
 	var err error
 	if c.IsSet("userns") {
-		if userns, err = nsFile("--userns", userns); err != nil {
+		if userns, err = userNSFile("--userns", userns); err != nil {
 			return err
 		}
 	}
@@ -410,14 +445,11 @@ func buildTarget(c *cli.Context, cfg *config.Config, pos []string) error {
 			cfg.UserNS = fmt.Sprintf("/proc/%d/ns/user", pid)
 		}
 	default:
-		if c.IsSet("userns") {
-			return usagef("--userns needs a PID or --netns")
-		}
-		if cfg.NetNSOnly {
-			return usagef("--netns-only needs a PID or --netns")
-		}
+		// A command: its namespaces belong to the --userns given
+		// (joined first), or with --netns-only to gopasta's own.
 		cfg.Mode = config.ModeSpawn
 		cfg.Command = append([]string(nil), pos...)
+		cfg.UserNS = userns
 	}
 	if cfg.NetNSOnly {
 		cfg.UserNS = ""

@@ -22,6 +22,7 @@ import (
 // The hook's own command line and the annotation are both held to them.
 var hookForbidden = map[string]string{
 	"netns":         "the namespace is the container's, from the state on standard input",
+	"fd":            "the TAP is created in the container's namespace",
 	"userns":        "the user namespace is the container process's",
 	"foreground":    "the runtime waits for the hook to exit before it starts the container",
 	"no-netns-quit": "gopasta must end with the container",

@@ -147,11 +147,11 @@ func TestPositional(t *testing.T) {
 func TestNamespaces(t *testing.T) {
 	dir := t.TempDir()
 	nsPath := filepath.Join(dir, "ns")
-	userPath := filepath.Join(dir, "user")
-	for _, p := range []string{nsPath, userPath} {
-		if err := os.WriteFile(p, nil, 0o600); err != nil {
-			t.Fatal(err)
-		}
+	// --userns must name a user namespace (NS_GET_NSTYPE); --netns is
+	// only checked to exist.
+	const userPath = "/proc/self/ns/user"
+	if err := os.WriteFile(nsPath, nil, 0o600); err != nil {
+		t.Fatal(err)
 	}
 	c := mustParse(t, "--netns", nsPath)
 	if c.Mode != config.ModeAttach || c.NetNS != nsPath || !c.NetNSOnly || c.UserNS != "" {
@@ -168,6 +168,33 @@ func TestNamespaces(t *testing.T) {
 	c = mustParse(t, "--netns-only", pid)
 	if !c.NetNSOnly || c.UserNS != "" {
 		t.Errorf("--netns-only PID: got netnsOnly=%v userns=%q, want true, empty", c.NetNSOnly, c.UserNS)
+	}
+	// With a command (pasta since ffa5cee): the command's namespaces
+	// belong to --userns, or with --netns-only to gopasta's own.
+	c = mustParse(t, "--userns", userPath, "sh")
+	if c.Mode != config.ModeSpawn || c.UserNS != userPath || c.NetNSOnly || !reflect.DeepEqual(c.Command, []string{"sh"}) {
+		t.Errorf("--userns PATH sh: got %v userns %q netnsOnly=%v command %q, want spawn, %q, false, [sh]", c.Mode, c.UserNS, c.NetNSOnly, c.Command, userPath)
+	}
+	c = mustParse(t, "--netns-only", "sh")
+	if c.Mode != config.ModeSpawn || c.UserNS != "" || !c.NetNSOnly {
+		t.Errorf("--netns-only sh: got %v userns %q netnsOnly=%v, want spawn, empty, true", c.Mode, c.UserNS, c.NetNSOnly)
+	}
+	c = mustParse(t, "--netns-only", "--userns", userPath, "sh")
+	if c.UserNS != "" || !c.NetNSOnly {
+		t.Errorf("--netns-only --userns PATH sh: got userns %q netnsOnly=%v, want --netns-only to win", c.UserNS, c.NetNSOnly)
+	}
+	// --fd: read as pasta reads numbers, 0 included.
+	for _, tc := range []struct {
+		v    string
+		want int
+	}{{"0", 0}, {"3", 3}, {"0x10", 16}, {"010", 8}, {"2147483647", 2147483647}} {
+		c = mustParse(t, "--fd", tc.v, pid)
+		if !c.TapFDSet || c.TapFD != tc.want || c.Mode != config.ModeAttach {
+			t.Errorf("--fd %s PID: got set=%v fd %d mode %v, want %d in attach mode", tc.v, c.TapFDSet, c.TapFD, c.Mode, tc.want)
+		}
+	}
+	if c = mustParse(t, pid); c.TapFDSet {
+		t.Errorf("no --fd: got TapFDSet, want unset")
 	}
 	// A relative path is made absolute: the run code may change directory.
 	t.Chdir(dir)
@@ -506,6 +533,7 @@ func TestBadInput(t *testing.T) {
 		{"--no-copy-routes", "--no-copy-routes needs --config-net"},
 		{"--no-copy-addrs", "--no-copy-addrs needs --config-net"},
 		{"--no-splice --splice-only", "cannot be used together"},
+		{"--no-splice --host-lo-to-ns-lo", "--host-lo-to-ns-lo cannot be used with --no-splice"},
 		{"--vhost maybe", `invalid --vhost value "maybe": must be auto, on or off`},
 		{"-c ''", `invalid --conf-path value "": invalid configuration path (1 to 107 bytes)`},
 		{"-c /tmp/" + strings.Repeat("s", 103), `invalid --conf-path value "/tmp/sss`}, // 108 bytes
@@ -519,8 +547,15 @@ func TestBadInput(t *testing.T) {
 		{"--netns " + file + " sh", "--netns cannot be combined with a PID or a command"},
 		{"--netns " + file + " " + pid, "--netns cannot be combined"},
 		{"--userns /nonexistent/gopasta-cmdline " + pid, `invalid --userns value`},
-		{"--userns " + file, "--userns needs a PID or --netns"},
-		{"--netns-only", "--netns-only needs a PID or --netns"},
+		{"--userns " + file + " sh", `invalid --userns value "` + file + `": not a namespace file`},
+		{"--fd abc " + pid, `invalid --fd value "abc": not a descriptor number`},
+		{"--fd -1 " + pid, `invalid --fd value "-1"`},
+		{"--fd 2147483648 " + pid, `invalid --fd value "2147483648"`},
+		{"--fd 3 sh", "--fd needs a PID or --netns"},
+		{"--fd 3", "--fd needs a PID or --netns"},
+		{"--fd 3 --splice-only " + pid, "--fd cannot be combined with --splice-only"},
+		{"--fd 3 --vhost on " + pid, "--fd cannot be combined with --vhost=on"},
+		{"--userns /proc/self/ns/net sh", `invalid --userns value "/proc/self/ns/net": not a user namespace`},
 		{"999999999", `invalid PID "999999999": no such process`},
 		{"0", `invalid PID "0"`},
 		{"99999999999999999999", `invalid PID "99999999999999999999"`},

@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/gopasta/gopasta/internal/config"
 	"github.com/gopasta/gopasta/internal/ctlsock"
 )
@@ -382,6 +384,37 @@ func nsFile(opt, s string) (string, error) {
 			reason = "permission denied"
 		}
 		return "", badValue(opt, s, reason)
+	}
+	return s, nil
+}
+
+// nsGetNSType is NS_GET_NSTYPE, _IO(0xb7, 0x3) (Linux 4.11): the kind of
+// namespace a namespace file is (a CLONE_NEW* flag).
+const nsGetNSType = 0xb703
+
+// userNSFile is nsFile for a user namespace (--userns): the file must be
+// one, or the join would fail later with nsenter's message rather than
+// one line of ours. A kernel that cannot tell (before 4.11) passes it.
+func userNSFile(opt, s string) (string, error) {
+	s, err := nsFile(opt, s)
+	if err != nil {
+		return "", err
+	}
+	f, err := os.Open(s)
+	if err != nil {
+		reason := "cannot open it"
+		if errors.Is(err, os.ErrPermission) {
+			reason = "permission denied"
+		}
+		return "", badValue(opt, s, reason)
+	}
+	defer f.Close()
+	t, err := unix.IoctlRetInt(int(f.Fd()), nsGetNSType)
+	switch {
+	case errors.Is(err, unix.ENOTTY):
+		return "", badValue(opt, s, "not a namespace file")
+	case err == nil && t != unix.CLONE_NEWUSER:
+		return "", badValue(opt, s, "not a user namespace")
 	}
 	return s, nil
 }

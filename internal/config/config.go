@@ -55,6 +55,11 @@ type Config struct {
 	NetNSOnly bool
 	// NoNetNSQuit: keep running when the namespace goes away.
 	NoNetNSQuit bool
+	// TapFD (--fd, when TapFDSet) is a TAP device the caller opened in the
+	// target namespace and passed at this descriptor: gopasta uses it
+	// instead of creating one. Attach mode only.
+	TapFD    int
+	TapFDSet bool
 
 	// Logging.
 	Debug, Trace, Quiet bool

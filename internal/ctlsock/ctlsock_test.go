@@ -477,11 +477,7 @@ func TestPrintable(t *testing.T) {
 // namespace, where a socket has no file, so no file mode protects it:
 // any user could connect and rewrite the forwarding rules.
 func TestAtPath(t *testing.T) {
-	dir, err := os.MkdirTemp("", "ctl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
+	dir := t.TempDir()
 	t.Chdir(dir)
 	name := fmt.Sprintf("@gopasta-ctl-test-%d", os.Getpid())
 	s, err := Start(Options{Path: name, Tables: newFake()})

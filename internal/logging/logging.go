@@ -1,6 +1,8 @@
 // Package logging sets up gopasta's log/slog logger from the command line's
-// -q, -d, --trace, -l and --log-size, and provides a rate limiter for
-// messages that untrusted input could otherwise repeat without bound.
+// -q, -d, --trace, -l and --log-size: lines on stderr, in a size-capped
+// file, or, in the background, to the system logger; and it provides a
+// rate limiter for messages that untrusted input could otherwise repeat
+// without bound.
 package logging
 
 import (
@@ -30,6 +32,12 @@ type Options struct {
 	MaxSize int64
 	// Stderr is where messages go without File (usually os.Stderr).
 	Stderr io.Writer
+	// Syslog, when set (SyslogPath) and File is not, is the system
+	// logger's socket, connected now: messages go there once
+	// Output.Detach is called (background mode). A logger that cannot be
+	// reached is not an error; the messages after Detach are then lost,
+	// as stderr is gone.
+	Syslog string
 }
 
 // Level is the minimum level Options asks for. Quiet keeps warnings and
@@ -46,45 +54,115 @@ func (o Options) Level() slog.Level {
 	return slog.LevelInfo
 }
 
-// New builds the logger. The returned closer flushes and closes the log file
-// (a no-op for stderr).
-func New(o Options) (*slog.Logger, io.Closer, error) {
-	var w io.Writer = o.Stderr
-	var c io.Closer = nopCloser{}
-	if w == nil {
-		w = os.Stderr
+// New builds the logger and its Output, which the caller closes at exit.
+func New(o Options) (*slog.Logger, *Output, error) {
+	out := &Output{w: o.Stderr}
+	if out.w == nil {
+		out.w = os.Stderr
 	}
 	if o.File != "" {
-		f, err := OpenCapped(o.File, o.MaxSize)
+		f, err := OpenFile(o.File, o.MaxSize)
 		if err != nil {
 			return nil, nil, err
 		}
-		w, c = f, f
+		out.w, out.file = f, f
+	} else if o.Syslog != "" {
+		out.sys, out.sysErr = dialSyslog(o.Syslog)
 	}
-	h := &lineHandler{w: &lockedWriter{w: w}, level: o.Level(), withTime: o.File != "" || o.Debug || o.Trace}
-	return slog.New(h), c, nil
+	h := &lineHandler{out: out, level: o.Level(), withTime: o.File != "" || o.Debug || o.Trace}
+	l := slog.New(h)
+	if out.sysErr != nil {
+		l.Debug("no system logger: messages after going to the background are lost (use -l)", "err", out.sysErr)
+	}
+	return l, out, nil
 }
 
-type nopCloser struct{}
-
-func (nopCloser) Close() error { return nil }
-
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
+// Output is where the log's lines go: stderr or the -l file, and, once
+// detached from stderr, the system logger.
+type Output struct {
+	mu       sync.Mutex
+	w        io.Writer
+	file     *File       // -l, or nil
+	sys      *syslogConn // connected at New (Options.Syslog), or nil
+	sysErr   error       // why sys is nil although asked for
+	detached bool
 }
 
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
+// Detach stops writing to stderr, which is about to go away (background
+// mode): from now on messages go to the system logger, if one was
+// connected, else nowhere. The -l file is kept.
+func (o *Output) Detach() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.file == nil {
+		o.detached = true
+	}
+}
+
+// FileFd is the -l file's descriptor, or -1 without one.
+func (o *Output) FileFd() int {
+	if o.file == nil {
+		return -1
+	}
+	return int(o.file.Fd())
+}
+
+// SyslogDropped is how many messages the system logger did not take.
+func (o *Output) SyslogDropped() uint64 {
+	if o.sys == nil {
+		return 0
+	}
+	return o.sys.dropped.Load()
+}
+
+// Close closes the log file and the system logger's socket.
+func (o *Output) Close() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var err error
+	if o.file != nil {
+		err = o.file.Close()
+	}
+	if o.sys != nil {
+		o.sys.close()
+		o.sys = nil
+	}
+	return err
+}
+
+// write emits one record: msg is its text without the program name.
+func (o *Output) write(l slog.Level, t time.Time, withTime bool, msg string) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.detached {
+		// Per-packet lines (--trace) would flood the system log.
+		if o.sys != nil && l > LevelTrace {
+			o.sys.send(l, msg)
+		}
+		return nil
+	}
+	var b strings.Builder
+	if withTime && !t.IsZero() {
+		b.WriteString(t.Format("2006-01-02T15:04:05.000 "))
+	}
+	b.WriteString("gopasta: ")
+	switch {
+	case l >= slog.LevelError:
+		b.WriteString("error: ")
+	case l >= slog.LevelWarn:
+		b.WriteString("warning: ")
+	}
+	b.WriteString(msg)
+	b.WriteByte('\n')
+	_, err := io.WriteString(o.w, b.String())
+	return err
 }
 
 // lineHandler writes one human-readable line per record: "gopasta: msg k=v".
 // slog's TextHandler quotes every message, which reads badly on a terminal,
 // and users grep pasta-style plain lines.
 type lineHandler struct {
-	w        *lockedWriter
+	out      *Output
 	level    slog.Level
 	withTime bool
 	attrs    []slog.Attr
@@ -95,16 +173,6 @@ func (h *lineHandler) Enabled(_ context.Context, l slog.Level) bool { return l >
 
 func (h *lineHandler) Handle(_ context.Context, r slog.Record) error {
 	var b strings.Builder
-	if h.withTime && !r.Time.IsZero() {
-		b.WriteString(r.Time.Format("2006-01-02T15:04:05.000 "))
-	}
-	b.WriteString("gopasta: ")
-	switch {
-	case r.Level >= slog.LevelError:
-		b.WriteString("error: ")
-	case r.Level >= slog.LevelWarn:
-		b.WriteString("warning: ")
-	}
 	b.WriteString(r.Message)
 	write := func(a slog.Attr) {
 		a.Value = a.Value.Resolve()
@@ -129,9 +197,7 @@ func (h *lineHandler) Handle(_ context.Context, r slog.Record) error {
 		write(a)
 	}
 	r.Attrs(func(a slog.Attr) bool { write(a); return true })
-	b.WriteByte('\n')
-	_, err := io.WriteString(h.w, b.String())
-	return err
+	return h.out.write(r.Level, r.Time, h.withTime, b.String())
 }
 
 func (h *lineHandler) WithAttrs(as []slog.Attr) slog.Handler {

@@ -2,6 +2,7 @@ package logging
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -43,30 +44,82 @@ func TestLineFormat(t *testing.T) {
 	}
 }
 
-func TestCappedFile(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "log")
-	l, c, err := New(Options{File: p, MaxSize: 300})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < 100; i++ {
-		l.Info("a line that is long enough to fill the file quickly", "i", i)
-	}
-	c.Close()
-	fi, err := os.Stat(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fi.Size() > 300 {
-		t.Errorf("got log size %d, want at most 300", fi.Size())
-	}
-	b, _ := os.ReadFile(p)
-	if !strings.Contains(string(b), "truncated") {
-		t.Errorf("got %q, want a truncation note", b)
+// TestFileKeepsNewestLines checks --log-size: the file stays under its
+// cap, and when full the oldest lines make room: what is left is the
+// rotation note and then a run of whole lines ending with the newest, which
+// fill at least half of the cap.
+func TestFileKeepsNewestLines(t *testing.T) {
+	for _, max := range []int64{300, 4096, 40960} {
+		p := filepath.Join(t.TempDir(), "log")
+		l, out, err := New(Options{File: p, MaxSize: max})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const n = 2000
+		for i := range n {
+			l.Info("a line of some length to fill the file", "i", i)
+			if i%97 == 0 || i == n-1 {
+				checkRotated(t, p, max, i)
+			}
+		}
+		out.Close()
 	}
 }
 
-func TestOpenCappedError(t *testing.T) {
+// checkRotated checks the log file p (cap max) after line last was logged.
+func checkRotated(t *testing.T, p string, max int64, last int) {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(len(b)) > max {
+		t.Fatalf("cap %d, after line %d: got size %d, want at most the cap", max, last, len(b))
+	}
+	if len(b) == 0 || b[len(b)-1] != '\n' {
+		t.Fatalf("cap %d, after line %d: got %q, want whole lines", max, last, b)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	rotated := strings.Contains(lines[0], "older lines dropped")
+	if rotated {
+		lines = lines[1:]
+		if int64(len(b)) < max/2 {
+			t.Errorf("cap %d, after line %d: got size %d after making room, want at least half the cap", max, last, len(b))
+		}
+	}
+	want := last - len(lines) + 1
+	if !rotated && want != 0 {
+		t.Fatalf("cap %d, after line %d: got %d lines without a rotation note, want %d", max, last, len(lines), last+1)
+	}
+	for _, line := range lines {
+		if !strings.HasSuffix(line, fmt.Sprintf(" i=%d", want)) {
+			t.Fatalf("cap %d, after line %d: got line %q, want line i=%d (the newest lines, in order)", max, last, line, want)
+		}
+		want++
+	}
+}
+
+// TestFileLongLine checks that a line longer than the whole cap is cut to
+// fit rather than growing the file.
+func TestFileLongLine(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "log")
+	f, err := OpenFile(p, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	f.Write([]byte(strings.Repeat("a", 100) + "\n"))
+	if n, err := f.Write([]byte(strings.Repeat("b", 3000) + "\n")); err != nil || n != 3001 {
+		t.Errorf("long line: got %d, %v, want 3001, nil", n, err)
+	}
+	f.Write([]byte("c\n"))
+	b, _ := os.ReadFile(p)
+	if len(b) > 1000 || !strings.HasSuffix(string(b), "c\n") {
+		t.Errorf("got %d bytes ending %q, want at most 1000 ending with the last line", len(b), b[max(0, len(b)-20):])
+	}
+}
+
+func TestOpenFileError(t *testing.T) {
 	if _, _, err := New(Options{File: "/nonexistent/dir/log"}); err == nil {
 		t.Error("got nil error for a log file in a missing directory, want one")
 	}

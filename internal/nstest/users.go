@@ -117,6 +117,11 @@ func RequireUserNS(t testing.TB, u User) {
 	}
 }
 
+// Argv is argv prefixed so that it runs as u (nothing for root; setpriv
+// for anyone else), for a command line that starts as root and switches
+// to u partway, after a step only root may take.
+func (u User) Argv(argv ...string) []string { return u.wrap(argv) }
+
 func itoa(i int) string { return strconv.Itoa(i) }
 
 // Command returns argv as a command run as u in the caller's namespaces,

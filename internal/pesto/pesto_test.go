@@ -306,12 +306,7 @@ func FuzzParseArgs(f *testing.F) {
 // can bind: pesto would then show that user's tables and send them its
 // update.
 func TestAtPath(t *testing.T) {
-	dir, err := os.MkdirTemp("", "pesto")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	t.Chdir(dir)
+	t.Chdir(t.TempDir())
 	name := fmt.Sprintf("@pesto-test-%d", os.Getpid())
 	serve := func(l net.Listener, b []byte) {
 		for {

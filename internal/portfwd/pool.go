@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gopasta/gopasta/internal/faults"
+	"github.com/gopasta/gopasta/internal/sock"
 )
 
 // nsSockPool keeps a few unconnected TCP sockets created inside the
@@ -120,18 +121,8 @@ func (p *nsSockPool) dial(dst netip.AddrPort) (fd int, ok bool, err error) {
 	if len(c) < cap(c)/2 {
 		p.kick()
 	}
-	var sa unix.Sockaddr
-	if i == 1 {
-		sa = &unix.SockaddrInet6{Port: int(dst.Port()), Addr: a.As16()}
-	} else {
-		sa = &unix.SockaddrInet4{Port: int(dst.Port()), Addr: a.As4()}
-	}
-	err = faults.At(faults.Connect)
-	if err == nil {
-		err = unix.Connect(fd, sa)
-	}
-	if err != nil && err != unix.EINPROGRESS {
-		unix.Close(fd)
+	if err := sock.Connect(fd, netip.AddrPortFrom(a, dst.Port()), i == 1); err != nil && err != unix.EINPROGRESS {
+		sock.Close(fd)
 		return -1, true, fmt.Errorf("splice: connect %s: %w", dst, err)
 	}
 	return fd, true, nil

@@ -55,7 +55,8 @@ func daemonFD() []int {
 // daemonize either returns the background handle (we are the background
 // copy), or starts the background copy and waits for its verdict (relay is
 // true and status is what the foreground process should exit with).
-func daemonize() (bg *background, relay bool, status int, err error) {
+// tapFD (--fd's TAP, or -1) goes to the background copy too.
+func daemonize(tapFD int) (bg *background, relay bool, status int, err error) {
 	if s := os.Getenv(envDaemon); s != "" {
 		os.Unsetenv(envDaemon)
 		fd, err := strconv.Atoi(s)
@@ -84,6 +85,11 @@ func daemonize() (bg *background, relay bool, status int, err error) {
 	// copy would take --runas ids for its namespace's own.
 	cmd.Env = slices.Concat(os.Environ(), ns.ReexecEnv(), []string{envDaemon + "=3"})
 	cmd.ExtraFiles = []*os.File{w}
+	if tapFD >= 0 {
+		// fd 4 in the copy; not closed here, the file only lends it.
+		cmd.ExtraFiles = append(cmd.ExtraFiles, os.NewFile(uintptr(tapFD), "tap"))
+		cmd.Env = append(cmd.Env, envTapFD+"=4")
+	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = null, os.Stdout, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {

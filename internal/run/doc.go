@@ -2,14 +2,16 @@
 // the exit status: Main hands the command line to internal/cmdline, which
 // calls Run with the configuration it built.
 //
-// Run plans the namespace's network from the command line and the host's
-// template interface (plan.go) and its DNS (dns.go), spawns the command's
-// namespaces or joins an existing one (package ns), opens the data link
-// there, TAP or vhost-net (link.go), configures the interface, starts the
-// engine (engine.go), port forwarding (internal/portfwd) and the control
-// socket (internal/ctlsock), confines the process (internal/sandbox), and
-// then waits for the command or the namespace to end and drains what the
-// namespace still sends. Attach mode can go to the background once ready
-// (daemon.go); --oci-hook is a container runtime's hook around the same
-// run (hook.go).
+// Run closes the descriptors it inherited, then goes through six phases
+// (run.go): start (the user namespace to run in, the background,
+// logging), plan (the namespace's network from the command line and the
+// host's template interface: plan.go, dns.go), link (the command's
+// namespaces spawned or an existing one joined, package ns; the data link
+// there, TAP or vhost-net: link.go; the interface configured), forward
+// (the engine: engine.go; port forwarding, internal/portfwd; the control
+// socket, internal/ctlsock; the pid file), confine (internal/sandbox) and
+// wait (for the command or the namespace to end, and for what the
+// namespace still sends to drain). Attach mode can go to the background
+// once ready (daemon.go); --oci-hook is a container runtime's hook around
+// the same run (hook.go).
 package run

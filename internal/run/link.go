@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"time"
 
@@ -242,4 +243,37 @@ func perFrame(n, frames uint64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.3f", float64(n)/float64(frames))
+}
+
+// adoptDataLink takes --fd's TAP, which the caller opened in the target
+// namespace, as the data link: plain TAP I/O, with the virtio-net header
+// and offloads when the caller opened it with IFF_VNET_HDR (its header
+// is then sized as ours, 12 bytes), plain frames otherwise. vhost-net is
+// not put on it (--vhost=on is refused with --fd, auto is off). mac
+// (--ns-mac-addr), when set, becomes the interface's. It runs on the
+// namespace thread, where the TAP must be.
+func adoptDataLink(cfg *config.Config, fd int, mac net.HardwareAddr, log *slog.Logger) (*dataLink, error) {
+	t, err := tap.FromFD(fd)
+	if err != nil {
+		return nil, fmt.Errorf("--fd %d: %w", cfg.TapFD, err)
+	}
+	dl := &dataLink{tap: t, log: log, statsAtExit: cfg.Stats > 0 || cfg.Debug}
+	if t.VnetHdr() {
+		if err := t.SetVnetHdrSize(header.VirtioNetHdrSize); err != nil {
+			dl.Close()
+			return nil, fmt.Errorf("--fd %d: %w", cfg.TapFD, err)
+		}
+		dl.vnet = true
+		if os.Getenv(offloadEnv) != "0" {
+			setOffloads(t, log)
+		}
+	}
+	if mac != nil {
+		if err := t.SetMAC(mac); err != nil {
+			dl.Close()
+			return nil, fmt.Errorf("--fd %d: %w", cfg.TapFD, err)
+		}
+	}
+	log.Debug("--fd: using the TAP passed in", "interface", t.Name(), "virtio-net header", dl.vnet)
+	return dl, nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 
 	"github.com/gopasta/gopasta/internal/config"
 	"github.com/gopasta/gopasta/ns"
@@ -138,6 +139,16 @@ func planNetwork(cfg *config.Config, t *ns.Template) (*netPlan, error) {
 		p.Routes = append(p.Routes, pickRoutes(t.Routes6, gw6, cfg.Gateway6.IsValid() || cfg.NoCopyRoutes || p.Local6, netip.PrefixFrom(netip.IPv6Unspecified(), 0))...)
 	}
 	return p, nil
+}
+
+// dropIPv6 takes IPv6 out of the plan: the host or the namespace has none
+// to give (ns.HostIPv6Off, ns.LinkIPv6Off). An IPv4 route through an IPv6
+// router goes too.
+func (p *netPlan) dropIPv6() {
+	p.IPv6, p.Local6 = false, false
+	p.Addr6, p.Gateway6 = netip.Prefix{}, netip.Addr{}
+	p.Addrs = slices.DeleteFunc(p.Addrs, func(a netip.Prefix) bool { return a.Addr().Is6() })
+	p.Routes = slices.DeleteFunc(p.Routes, func(r ns.Route) bool { return r.Dst.Addr().Is6() || r.Gateway.Is6() })
 }
 
 // pickRoutes copies the template's routes, or, when told not to (or when the

@@ -180,3 +180,25 @@ func TestPlanNetwork(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanDropIPv6 checks what is left when the host or the namespace has
+// no IPv6: the IPv4 half of the plan, an IPv4 route through an IPv6
+// router gone too.
+func TestPlanDropIPv6(t *testing.T) {
+	pfx := netip.MustParsePrefix
+	addr := netip.MustParseAddr
+	p := &netPlan{
+		Ifname: "eth0", MTU: 65520, IPv4: true, IPv6: true, Local6: true,
+		Addr4: pfx("192.0.2.1/24"), Gateway4: addr("192.0.2.254"),
+		Addr6: pfx("2001:db8::1/64"), Gateway6: addr("fe80::1"),
+		Addrs: []netip.Prefix{pfx("192.0.2.1/24"), pfx("2001:db8::1/64")},
+		Routes: []ns.Route{{Dst: pfx("0.0.0.0/0"), Gateway: addr("192.0.2.254")},
+			{Dst: pfx("198.51.100.0/24"), Gateway: addr("fe80::2")},
+			{Dst: pfx("::/0"), Gateway: addr("fe80::1")}},
+	}
+	p.dropIPv6()
+	want := "if=eth0 mtu=65520 v4=true v6=false addr4=192.0.2.1/24 gw4=192.0.2.254 addrs=[192.0.2.1/24] routes=[0.0.0.0/0>192.0.2.254]"
+	if got := planString(p); got != want || p.Local6 || p.Addr6.IsValid() || p.Gateway6.IsValid() {
+		t.Errorf("got %s (local6 %v, addr6 %v, gw6 %v), want %s and no IPv6 left", got, p.Local6, p.Addr6, p.Gateway6, want)
+	}
+}

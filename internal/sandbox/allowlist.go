@@ -51,11 +51,12 @@ var allowlist = []rule{
 	// pipes, eventfds (vhost-net kicks and calls, the event loops'
 	// wake-ups), timerfds, the log, the pcap file, the spawn control pipe.
 	{name: "read", why: "TAP frames, eventfds, timerfds, inotify, the Go runtime's poller wake-up"},
-	{name: "write", why: "TAP frames, eventfds, the log and pcap files, the spawn control pipe"},
+	{name: "write", why: "TAP frames, eventfds, the log and pcap files, the system logger's socket (background mode), the spawn control pipe"},
 	{name: "readv", why: "vhost-net mode: frames read from the TAP into ring buffers (RX by read, the default)"},
 	{name: "pread64", why: "files opened before the sandbox, re-read from the start: /proc/PID/stat (namespace watch), the ephemeral port range, /proc net tables"},
 	{name: "close", why: "ending flows, connections, listeners and splice pipes"},
 	{name: "ftruncate", why: "the log file's in-place rotation (--log-size)"},
+	{name: "pwrite64", why: "the log file's in-place rotation (--log-size): the newest lines written over the oldest"},
 	{name: "dup3", why: "background mode: standard streams onto /dev/null once ready"},
 
 	// Sockets: the engine's host-side sockets, namespace-side sockets made

@@ -13,7 +13,8 @@ import (
 )
 
 // Mmsg is recvmmsg(2) or sendmmsg(2) (trap SYS_RECVMMSG, SYS_SENDMMSG) on
-// msgs: one system call, no allocation (x/sys/unix wraps neither). It
+// msgs: one system call, no allocation (x/sys/unix wraps neither), raw
+// (raw.go), so flags must include MSG_DONTWAIT on a blocking socket. It
 // returns how many messages went through; no messages is no call.
 func Mmsg(trap uintptr, fd int, msgs []unix.Mmsghdr, flags int) (int, error) {
 	if len(msgs) == 0 {
@@ -26,7 +27,7 @@ func Mmsg(trap uintptr, fd int, msgs []unix.Mmsghdr, flags int) (int, error) {
 	if err := faults.At(site); err != nil {
 		return 0, err
 	}
-	r, _, e := unix.Syscall6(trap, uintptr(fd), uintptr(unsafe.Pointer(&msgs[0])), uintptr(len(msgs)), uintptr(flags), 0, 0)
+	r, _, e := unix.RawSyscall6(trap, uintptr(fd), uintptr(unsafe.Pointer(&msgs[0])), uintptr(len(msgs)), uintptr(flags), 0, 0)
 	if e != 0 {
 		return 0, e
 	}

@@ -115,7 +115,7 @@ func (a *Acceptor) Accept(fd int) (int, netip.AddrPort, error) {
 		return -1, netip.AddrPort{}, err
 	}
 	a.n = uint32(unsafe.Sizeof(a.rsa))
-	nfd, _, errno := unix.Syscall6(unix.SYS_ACCEPT4, uintptr(fd),
+	nfd, _, errno := unix.RawSyscall6(unix.SYS_ACCEPT4, uintptr(fd),
 		uintptr(unsafe.Pointer(&a.rsa)), uintptr(unsafe.Pointer(&a.n)),
 		unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0, 0)
 	if errno != 0 {
@@ -170,8 +170,9 @@ func Abort(fd int) {
 	if fd < 0 {
 		return
 	}
-	_ = unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1})
-	unix.Close(fd)
+	l := unix.Linger{Onoff: 1}
+	_, _, _ = unix.RawSyscall6(unix.SYS_SETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, unix.SO_LINGER, uintptr(unsafe.Pointer(&l)), unsafe.Sizeof(l), 0)
+	Close(fd)
 }
 
 // Listen describes a forwarded port's socket.
@@ -281,15 +282,12 @@ func socket(v6 bool, typ int) (int, error) {
 	if v6 {
 		domain = unix.AF_INET6
 	}
-	if err := faults.At(faults.Socket); err != nil {
-		return -1, err
-	}
-	fd, err := unix.Socket(domain, typ|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	fd, err := Socket(domain, typ, 0)
 	if err != nil {
 		return -1, err
 	}
 	if v6 {
-		_ = unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1)
+		_ = SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1)
 	}
 	return fd, nil
 }
@@ -477,22 +475,19 @@ func Dial(udp bool, dst netip.AddrPort) (int, error) {
 		return -1, fmt.Errorf("socket: %w", err)
 	}
 	if !udp {
-		_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+		_ = SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
 	}
 	if err := connect(fd, dst); err != nil && !errors.Is(err, unix.EINPROGRESS) {
-		unix.Close(fd)
+		Close(fd)
 		return -1, fmt.Errorf("connect %s: %w", dst, err)
 	}
 	return fd, nil
 }
 
-// connect is connect(2), where a test build may inject a failure
-// (package faults).
+// connect is Connect with the family dst's address has.
 func connect(fd int, dst netip.AddrPort) error {
-	if err := faults.At(faults.Connect); err != nil {
-		return err
-	}
-	return unix.Connect(fd, Sockaddr(dst))
+	a := dst.Addr()
+	return Connect(fd, dst, a.Is6() && !a.Is4In6())
 }
 
 // PktDst is the destination address of a datagram, from its IP_PKTINFO or

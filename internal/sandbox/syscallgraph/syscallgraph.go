@@ -253,6 +253,7 @@ type analysis struct {
 	closures map[*ssa.Function][]*ssa.MakeClosure    // where each function literal is made
 	links    map[*ssa.Function]*ssa.Function         // body-less functions and the functions a go:linkname makes them
 	globals  map[*ssa.Global][]ssa.Value             // values stored into package variables whose address goes nowhere else
+	fields   map[fieldKey][]*ssa.FieldAddr           // every address taken of each struct field
 
 	noReturn   map[*ssa.Function]bool
 	sync       map[*ssa.Function]bool
@@ -272,6 +273,7 @@ func (a *analysis) index(g *callgraph.Graph) {
 	a.raw = map[ssa.CallInstruction][]*ssa.Function{}
 	a.rawIn = map[*ssa.Function][]edge{}
 	a.closures = map[*ssa.Function][]*ssa.MakeClosure{}
+	a.fields = map[fieldKey][]*ssa.FieldAddr{}
 	for f, n := range g.Nodes {
 		if f == nil {
 			continue
@@ -296,6 +298,10 @@ func (a *analysis) index(g *callgraph.Graph) {
 				if mc, ok := in.(*ssa.MakeClosure); ok {
 					fn := mc.Fn.(*ssa.Function)
 					a.closures[fn] = append(a.closures[fn], mc)
+				}
+				if fa, ok := in.(*ssa.FieldAddr); ok {
+					k := fieldOf(fa)
+					a.fields[k] = append(a.fields[k], fa)
 				}
 				var ops []*ssa.Value
 				for _, op := range in.Operands(ops) {
@@ -1003,7 +1009,8 @@ func (a *analysis) trace(v ssa.Value) sources {
 			b, ok := a.binding(x)
 			return ok && walk(b)
 		case *ssa.UnOp:
-			return x.Op == token.MUL && a.boxValues(x.X, walk) // a load from a variable
+			// A load from a variable, or from a struct field.
+			return x.Op == token.MUL && (a.boxValues(x.X, walk) || a.fieldValues(x.X, walk))
 		}
 		return false
 	}
@@ -1059,31 +1066,76 @@ func (a *analysis) boxValues(ptr ssa.Value, walk func(ssa.Value) bool) bool {
 	members := []ssa.Value{alloc}
 	for i := 0; i < len(members); i++ {
 		m := members[i]
-		refs := m.Referrers()
-		if refs == nil {
-			return false
-		}
-		for _, r := range *refs {
-			switch r := r.(type) {
-			case *ssa.Store:
-				if r.Addr != m || !walk(r.Val) {
-					return false
-				}
-			case *ssa.UnOp:
-				if r.Op != token.MUL {
-					return false
-				}
-			case *ssa.DebugRef:
-			case *ssa.MakeClosure:
-				fn := r.Fn.(*ssa.Function)
-				for k, b := range r.Bindings {
-					if b == m {
-						members = append(members, fn.FreeVars[k])
-					}
-				}
-			default:
+		ok := loadsAndStores(m, walk, func(r ssa.Instruction) bool {
+			mc, ok := r.(*ssa.MakeClosure)
+			if !ok {
 				return false
 			}
+			fn := mc.Fn.(*ssa.Function)
+			for k, b := range mc.Bindings {
+				if b == m {
+					members = append(members, fn.FreeVars[k])
+				}
+			}
+			return true
+		})
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// loadsAndStores calls walk with every value stored through the address
+// ptr, and reports false when ptr goes anywhere but a load, a store into
+// it or an instruction other accepts (other may be nil: none).
+func loadsAndStores(ptr ssa.Value, walk func(ssa.Value) bool, other func(ssa.Instruction) bool) bool {
+	refs := ptr.Referrers()
+	if refs == nil {
+		return false
+	}
+	for _, r := range *refs {
+		switch r := r.(type) {
+		case *ssa.Store:
+			if r.Addr != ptr || !walk(r.Val) {
+				return false
+			}
+		case *ssa.UnOp:
+			if r.Op != token.MUL {
+				return false
+			}
+		case *ssa.DebugRef:
+		default:
+			if other == nil || !other(r) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// fieldKey names a struct field: the struct type and the field's index.
+type fieldKey struct {
+	st    types.Type
+	field int
+}
+
+func fieldOf(fa *ssa.FieldAddr) fieldKey {
+	return fieldKey{fa.X.Type().Underlying().(*types.Pointer).Elem(), fa.Field}
+}
+
+// fieldValues calls walk with every value stored into the struct field
+// that ptr is the address of, in any value of the struct anywhere in the
+// program, and reports false when ptr is no field's address or the
+// field's address goes anywhere but a load or a store into it.
+func (a *analysis) fieldValues(ptr ssa.Value, walk func(ssa.Value) bool) bool {
+	fa, ok := ptr.(*ssa.FieldAddr)
+	if !ok {
+		return false
+	}
+	for _, m := range a.fields[fieldOf(fa)] {
+		if !loadsAndStores(m, walk, nil) {
+			return false
 		}
 	}
 	return true

@@ -26,6 +26,10 @@ func (t *thread) loop() {
 // withFd calls f, as (*os.rawConn).Read does.
 func withFd(f func(fd int)) { f(3) }
 
+// holder keeps a function value in a field, as internal/epoll keeps its
+// poll function: what a call of the field can run is what was stored in it.
+type holder struct{ cb func(fd int) }
+
 // confine is the point; the call it makes is before it.
 func confine() { unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }
 
@@ -52,4 +56,7 @@ func main() {
 	t.Do(func() { unix.Getgid() })          // after
 	withFd(func(fd int) { unix.Fsync(fd) }) // after
 	unix.Getpgid(0)                         // after
+	h := &holder{}
+	h.cb = func(fd int) { unix.Fdatasync(fd) } // after
+	withFd(h.cb)
 }
