@@ -157,6 +157,19 @@ stress-short:
 		GOPASTA_STRESS=short $(GO) test -count=1 -v -timeout 15m $(STRESSFLAGS) ./stress; \
 	fi
 
+## podman-suite: podman 5's own system tests with ./gopasta as podman's
+## pasta and with Debian trixie's pasta, side by side: the files of podman's
+## test/system in $(PODMAN_SUITE), at the tag of trixie's podman. Prints the
+## podman and passt versions, a summary per binary and file and the tests
+## whose results differ; fails if a test passes with pasta and not with
+## gopasta. Needs root and Debian's archive; builds a trixie root under
+## /srv/gopasta-podman5 on first use (about 2 minutes) and reuses it; the
+## three files take 10 to 15 minutes on 2 cores (e2e/podman5/README.md).
+PODMAN_SUITE ?= 505-networking-pasta.bats 500-networking.bats 200-pod.bats
+.PHONY: podman-suite
+podman-suite: build
+	bash e2e/podman5/suite.sh ./$(BIN) $(PODMAN_SUITE)
+
 ## fuzz-short: run every FuzzXxx target for $(FUZZTIME) each (seed corpora
 ## already run as part of `make test`).
 #
