@@ -48,27 +48,54 @@ func EpollCtl(epfd, op, fd int, ev *unix.EpollEvent) error {
 // caller's family says: v6). EINPROGRESS is the usual answer for TCP. A
 // test build may inject a failure (package faults).
 func Connect(fd int, dst netip.AddrPort, v6 bool) error {
+	if !v6 {
+		return connect4(fd, dst.Addr().Unmap().As4(), dst.Port())
+	}
+	var scope uint32
+	if z := dst.Addr().Zone(); z != "" {
+		idx, err := zoneIndex(z)
+		if err != nil {
+			return err
+		}
+		scope = uint32(idx)
+	}
+	return connect6(fd, dst.Addr().As16(), dst.Port(), scope)
+}
+
+// ConnectSA is Connect to an IPv4 or IPv6 socket address, its scope
+// (ZoneId) kept; other kinds go through x/sys/unix.
+func ConnectSA(fd int, sa unix.Sockaddr) error {
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		return connect4(fd, a.Addr, uint16(a.Port))
+	case *unix.SockaddrInet6:
+		return connect6(fd, a.Addr, uint16(a.Port), a.ZoneId)
+	}
 	if err := faults.At(faults.Connect); err != nil {
 		return err
 	}
-	var e unix.Errno
-	if v6 {
-		sa := unix.RawSockaddrInet6{Family: unix.AF_INET6, Addr: dst.Addr().As16()}
-		putPort(&sa.Port, dst.Port())
-		if z := dst.Addr().Zone(); z != "" {
-			idx, err := zoneIndex(z)
-			if err != nil {
-				return err
-			}
-			sa.Scope_id = uint32(idx)
-		}
-		_, _, e = unix.RawSyscall(unix.SYS_CONNECT, uintptr(fd), uintptr(unsafe.Pointer(&sa)), unsafe.Sizeof(sa))
-	} else {
-		sa := unix.RawSockaddrInet4{Family: unix.AF_INET, Addr: dst.Addr().Unmap().As4()}
-		putPort(&sa.Port, dst.Port())
-		_, _, e = unix.RawSyscall(unix.SYS_CONNECT, uintptr(fd), uintptr(unsafe.Pointer(&sa)), unsafe.Sizeof(sa))
+	return unix.Connect(fd, sa)
+}
+
+func connect4(fd int, addr [4]byte, port uint16) error {
+	if err := faults.At(faults.Connect); err != nil {
+		return err
 	}
-	if e != 0 {
+	sa := unix.RawSockaddrInet4{Family: unix.AF_INET, Addr: addr}
+	putPort(&sa.Port, port)
+	if _, _, e := unix.RawSyscall(unix.SYS_CONNECT, uintptr(fd), uintptr(unsafe.Pointer(&sa)), unsafe.Sizeof(sa)); e != 0 {
+		return e
+	}
+	return nil
+}
+
+func connect6(fd int, addr [16]byte, port uint16, scope uint32) error {
+	if err := faults.At(faults.Connect); err != nil {
+		return err
+	}
+	sa := unix.RawSockaddrInet6{Family: unix.AF_INET6, Addr: addr, Scope_id: scope}
+	putPort(&sa.Port, port)
+	if _, _, e := unix.RawSyscall(unix.SYS_CONNECT, uintptr(fd), uintptr(unsafe.Pointer(&sa)), unsafe.Sizeof(sa)); e != 0 {
 		return e
 	}
 	return nil
@@ -100,22 +127,6 @@ func SetsockoptInt(fd, level, opt, value int) error {
 		return e
 	}
 	return nil
-}
-
-// ConnectSA is connect(2) to an IPv4 or IPv6 socket address (the Sockaddr
-// values package sock makes: Addr.Of, Sockaddr); other kinds go through
-// x/sys/unix. A test build may inject a failure (package faults).
-func ConnectSA(fd int, sa unix.Sockaddr) error {
-	switch a := sa.(type) {
-	case *unix.SockaddrInet4:
-		return Connect(fd, netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port)), false)
-	case *unix.SockaddrInet6:
-		return Connect(fd, netip.AddrPortFrom(netip.AddrFrom16(a.Addr), uint16(a.Port)), true)
-	}
-	if err := faults.At(faults.Connect); err != nil {
-		return err
-	}
-	return unix.Connect(fd, sa)
 }
 
 // Read is read(2) on a descriptor that cannot block (O_NONBLOCK, or
