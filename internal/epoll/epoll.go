@@ -20,10 +20,10 @@
 // in the one poller thread.
 //
 // The runtime watches the descriptor edge-triggered. That is safe because
-// Wait parks only after an epoll_wait that found nothing: any event after
-// it is an edge, and a level-triggered descriptor that still has data
-// after a wait is put back on the ready list by the kernel, which signals
-// the watching poller again.
+// Wait parks only after an epoll_wait that found the ready list empty: an
+// event after it adds to the list, which the kernel signals to the
+// watching poller as a new edge (TestWaitAfterTimeout). An edge the
+// runtime saw while the loop was busy makes at most one spurious wake-up.
 package epoll
 
 import (
