@@ -348,6 +348,12 @@ func (e *Engine) Close() error {
 	return nil
 }
 
+// LoopFd is the engine loop's epoll descriptor, readable while the loop
+// has events to serve: the splice loop watches it while it holds the
+// processor (package epoll, "Holding the processor"). The engine's loop
+// itself never holds: epoll sets cannot watch each other.
+func (e *Engine) LoopFd() int { return e.ep.Fd() }
+
 // FlowCapacity returns the flow table's size.
 func (e *Engine) FlowCapacity() int { return len(e.ft.flows) }
 

@@ -31,6 +31,8 @@ const (
 	kindTCP
 	kindUDP
 	kindListen
+	// kindPeer: another event loop of the process has events (WatchPeer).
+	kindPeer
 	// kindUDPLate is never an epoll tag: a pendingAdd of LateUDP.
 	kindUDPLate
 )
@@ -185,6 +187,9 @@ func (f *Forwarder) setup() error {
 		return fmt.Errorf("splice: %w", err)
 	}
 	f.epfd = f.ep.Fd()
+	// The splice loop's peers answer within a moment (loopback sockets
+	// of processes on this machine): where it may, it holds.
+	f.ep.AllowHold()
 	if f.wakefd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
 		return fmt.Errorf("splice: eventfd: %w", err)
 	}
@@ -212,6 +217,11 @@ func fdLimit() int {
 	}
 	return int(rl.Cur)
 }
+
+// WatchPeer watches another event loop's epoll descriptor (the engine's),
+// so that the loop does not hold the processor while that one has events
+// (package epoll, "Holding the processor"). Call it once, before Run.
+func (f *Forwarder) WatchPeer(fd int) error { return f.ep.WatchPeer(fd, tag(kindPeer, 0, 0, 0)) }
 
 // PipeSize is the pipe size the probe settled on.
 func (f *Forwarder) PipeSize() int { return f.pipeSize }
@@ -349,6 +359,8 @@ func (f *Forwarder) cycle(events []unix.EpollEvent) {
 			var buf [8]byte
 			_, _ = unix.Read(f.timerfd, buf[:])
 			f.tick()
+		case kindPeer:
+			f.ep.PeerEvent()
 		case kindRetry:
 			var buf [8]byte
 			_, _ = unix.Read(f.retryfd, buf[:])

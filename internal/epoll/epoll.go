@@ -24,12 +24,48 @@
 // event after it adds to the list, which the kernel signals to the
 // watching poller as a new edge (TestWaitAfterTimeout). An edge the
 // runtime saw while the loop was busy makes at most one spurious wake-up.
+//
+// # Holding the processor
+//
+// A parked wait costs each wake-up three or four epoll_pwait calls and a
+// pass through the scheduler: the loop's wait that found nothing, the
+// runtime's poll, and the loop's wait once woken. Where it may, Wait first
+// holds: one epoll_pwait that blocks for up to holdFor with the
+// goroutine's thread and processor held, made as a raw system call, so
+// that the runtime sees a goroutine running and neither hands the
+// processor on nor wakes another thread; it parks only when the hold
+// ran out. Nothing else of the process runs on that processor
+// meanwhile, so Wait holds only for a loop that allows it (AllowHold),
+// when MayHold says so and no peer loop had events lately:
+//
+//   - The process has one processor (GOMAXPROCS 1: a process confined to
+//     one CPU, as on a host that packs many containers on each). With
+//     more, nothing is gained: an idle processor's thread sleeps in the
+//     runtime's poller, which the loop's descriptor wakes at every event,
+//     only to find that the loop took it.
+//   - No goroutine of the process has said it wants a processor soon
+//     (Want): the work a loop hands to another goroutine waits for no
+//     hold.
+//   - The process's other event loop is watched through the holding
+//     loop's own epoll set (WatchPeer): an event of it ends the hold, and
+//     the loop parks for peerTurn after it (PeerEvent), so that the other
+//     loop runs. Two epoll sets cannot watch each other (the kernel
+//     refuses the cycle), so of two loops one holds.
+//
+// A goroutine none of these see (the runtime's timers, a control-socket
+// client) waits for one hold at most. The runtime's monitor takes a
+// goroutine that runs 10 ms without a reschedule for a runaway and
+// signals it, which ends a hold early (EINTR: the loop parks); the loops
+// yield every 5 ms (package yield), so that does not happen while they
+// work.
 package epoll
 
 import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -50,7 +86,30 @@ type Epoll struct {
 	err      error
 	poll     func(uintptr) bool
 	deadline bool // a read deadline is set on f
+
+	holds     bool  // AllowHold was called
+	peerUntil int64 // nanoseconds since base before which Wait does not hold (PeerEvent); 0: none
+	// peer: the peer loop's descriptor and tag, set by WatchPeer;
+	// peerArmed: its one-shot watch is armed, as far as the loop knows.
+	peer      atomic.Pointer[peer]
+	peerArmed bool
 }
+
+type peer struct {
+	fd int
+	ev unix.EpollEvent
+}
+
+const (
+	// holdFor bounds a held wait; epoll_pwait counts in milliseconds.
+	holdFor = 1 // ms
+	// peerTurn is how long a loop parks rather than holds after a peer
+	// loop had events.
+	peerTurn = 2 * time.Millisecond
+)
+
+// base is the origin of peerUntil's clock.
+var base = time.Now()
 
 // New creates an epoll instance (close-on-exec) registered with the
 // runtime's poller.
@@ -101,8 +160,14 @@ func (e *Epoll) tryWait(fd uintptr) bool {
 
 // Wait fills events with the events ready, waiting for one for up to
 // timeout (negative: for ever; zero: not at all), and returns how many.
-// A timeout that passes returns 0 and no error.
+// A timeout that passes returns 0 and no error. A wait for ever holds the
+// processor first where it may ("Holding the processor").
 func (e *Epoll) Wait(events []unix.EpollEvent, timeout time.Duration) (int, error) {
+	if timeout < 0 && e.mayHold() {
+		if n, err := e.hold(events); n > 0 || err != nil {
+			return n, err
+		}
+	}
 	e.events = events
 	if timeout == 0 {
 		e.tryWait(uintptr(e.fd))
@@ -131,5 +196,98 @@ func (e *Epoll) Wait(events []unix.EpollEvent, timeout time.Duration) (int, erro
 }
 
 // Close closes the epoll descriptor; a Wait parked in the runtime's
-// poller returns an error.
-func (e *Epoll) Close() error { return e.f.Close() }
+// poller returns an error. It must not be called while a Wait holds
+// (AllowHold): a hold's system call names the descriptor by its number.
+func (e *Epoll) Close() error {
+	if p := e.peer.Load(); p != nil {
+		unix.Close(p.fd)
+	}
+	return e.f.Close()
+}
+
+// hold is one epoll_pwait that blocks for up to holdFor with the
+// processor held; it returns 0 and no error when nothing came or a signal
+// ended it.
+func (e *Epoll) hold(events []unix.EpollEvent) (int, error) {
+	if len(events) == 0 {
+		return 0, nil
+	}
+	r, _, errno := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(e.fd), uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), holdFor, 0, 0)
+	switch errno {
+	case 0:
+		return int(r), nil
+	case unix.EINTR:
+		return 0, nil
+	}
+	return 0, errno
+}
+
+// mayHold reports whether Wait may hold: MayHold, and no peer loop had
+// events within peerTurn.
+func (e *Epoll) mayHold() bool {
+	if !e.holds || !MayHold() {
+		return false
+	}
+	if e.peerUntil != 0 {
+		if int64(time.Since(base)) < e.peerUntil {
+			return false
+		}
+		e.peerUntil = 0
+	}
+	if !e.peerArmed {
+		if p := e.peer.Load(); p != nil {
+			ev := p.ev
+			if unix.EpollCtl(e.fd, unix.EPOLL_CTL_MOD, p.fd, &ev) != nil {
+				return false // unwatched, the peer could wait for a hold
+			}
+			e.peerArmed = true
+		}
+	}
+	return true
+}
+
+// AllowHold lets Wait hold the processor ("Holding the processor"). Call
+// it before the loop starts.
+func (e *Epoll) AllowHold() { e.holds = true }
+
+// WatchPeer adds another event loop's epoll descriptor to e's set, with
+// the loop's own tag for it (ev's Fd and Pad): it is readable while that
+// loop has events, which ends a held wait. The loop calls PeerEvent when
+// it sees the tag. The watch is one-shot, re-armed before the next hold,
+// so that a parked loop is not woken by every event of its peer. e
+// watches a duplicate of fd, which it closes with itself, so that the
+// number it re-arms stays the peer's however long either lives. Call it
+// once, before the loop starts.
+func (e *Epoll) WatchPeer(fd int, ev unix.EpollEvent) error {
+	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("epoll: peer loop: %w", err)
+	}
+	ev.Events = unix.EPOLLIN | unix.EPOLLET | unix.EPOLLONESHOT
+	if err := unix.EpollCtl(e.fd, unix.EPOLL_CTL_ADD, dup, &ev); err != nil {
+		unix.Close(dup)
+		return fmt.Errorf("epoll_ctl (peer loop): %w", err)
+	}
+	e.peer.Store(&peer{fd: dup, ev: ev})
+	return nil
+}
+
+// PeerEvent tells e that its peer loop had events (WatchPeer): Wait parks
+// rather than holds for peerTurn, so that the peer runs.
+func (e *Epoll) PeerEvent() {
+	e.peerArmed = false
+	e.peerUntil = int64(time.Since(base) + peerTurn)
+}
+
+// wanted counts the goroutines that said, through Want, that they want a
+// processor soon.
+var wanted atomic.Int32
+
+// Want tells the process's loops that a goroutine wants a processor soon
+// (n = 1, when work is handed to it) or no longer does (n = -1, when the
+// work is done): while any does, MayHold is false.
+func Want(n int) { wanted.Add(int32(n)) }
+
+// MayHold reports whether a loop may hold the processor while it waits:
+// the process has one, and no goroutine wants it (Want).
+func MayHold() bool { return wanted.Load() <= 0 && runtime.GOMAXPROCS(0) == 1 }

@@ -1,6 +1,7 @@
 package epoll
 
 import (
+	"runtime"
 	"testing"
 	"time"
 
@@ -125,5 +126,149 @@ func TestWaitAllocs(t *testing.T) {
 	unix.Read(fd, b[:])
 	if a := testing.AllocsPerRun(20, func() { e.Wait(events, time.Microsecond) }); a != 0 {
 		t.Errorf("Wait that times out: got %v allocs, want 0", a)
+	}
+}
+
+// oneProcessor runs the test with GOMAXPROCS 1, where Wait may hold.
+func oneProcessor(t *testing.T) {
+	t.Helper()
+	old := runtime.GOMAXPROCS(1)
+	t.Cleanup(func() { runtime.GOMAXPROCS(old) })
+}
+
+func TestMayHold(t *testing.T) {
+	oneProcessor(t)
+	if !MayHold() {
+		t.Fatal("MayHold with GOMAXPROCS 1 and nothing wanted: got false, want true")
+	}
+	Want(1)
+	if MayHold() {
+		t.Error("MayHold while a goroutine wants a processor: got true, want false")
+	}
+	Want(-1)
+	if !MayHold() {
+		t.Error("MayHold after Want(-1): got false, want true")
+	}
+	runtime.GOMAXPROCS(2)
+	if MayHold() {
+		t.Error("MayHold with GOMAXPROCS 2: got true, want false")
+	}
+}
+
+// TestHoldWait: a holding Wait returns an event that comes during the
+// hold, and one that comes after it ran out (the loop parked).
+func TestHoldWait(t *testing.T) {
+	oneProcessor(t)
+	e := newEpoll(t)
+	e.AllowHold()
+	fd := eventfd(t, e)
+	events := make([]unix.EpollEvent, 4)
+	for _, after := range []time.Duration{0, 200 * time.Microsecond, 20 * time.Millisecond} {
+		// A thread of its own, so that the signal comes while the
+		// hold keeps the one processor.
+		done := make(chan struct{})
+		go func() {
+			runtime.LockOSThread()
+			time.Sleep(after)
+			signal(fd)
+			close(done)
+		}()
+		n, err := e.Wait(events, -1)
+		if n != 1 || err != nil || events[0].Fd != int32(fd) {
+			t.Errorf("signal after %v: got %d events (first fd %d), %v, want 1 on fd %d", after, n, events[0].Fd, err, fd)
+		}
+		<-done
+		var b [8]byte
+		unix.Read(fd, b[:])
+	}
+}
+
+// TestHoldDoesNotStarve: with one processor, a loop that holds whenever
+// it waits leaves the process's other goroutines their turn, a hold at a
+// time.
+func TestHoldDoesNotStarve(t *testing.T) {
+	oneProcessor(t)
+	e := newEpoll(t)
+	e.AllowHold()
+	fd := eventfd(t, e)
+	stop := make(chan struct{})
+	loopDone := make(chan struct{})
+	go func() { // a loop that an event wakes every 100 µs
+		defer close(loopDone)
+		events := make([]unix.EpollEvent, 4)
+		var b [8]byte
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if n, _ := e.Wait(events, -1); n > 0 {
+				unix.Read(fd, b[:])
+			}
+		}
+	}()
+	go func() {
+		runtime.LockOSThread()
+		for {
+			select {
+			case <-stop:
+				signal(fd)
+				return
+			default:
+			}
+			signal(fd)
+			time.Sleep(100 * time.Microsecond)
+		}
+	}()
+	start := time.Now()
+	for range 20 {
+		time.Sleep(time.Millisecond)
+	}
+	close(stop)
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("20 sleeps of 1 ms beside a holding loop took %v, want well under 2s", d)
+	}
+	select {
+	case <-loopDone:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the holding loop did not stop within 5s")
+	}
+}
+
+// TestHoldEndsOnPeer: an event of the watched peer loop ends a hold, and
+// the loop parks for peerTurn after PeerEvent; the watch is re-armed for
+// the next hold.
+func TestHoldEndsOnPeer(t *testing.T) {
+	oneProcessor(t)
+	e := newEpoll(t)
+	e.AllowHold()
+	peerLoop := newEpoll(t)
+	q := eventfd(t, peerLoop)
+	const peerTag = -7
+	if err := e.WatchPeer(peerLoop.Fd(), unix.EpollEvent{Fd: peerTag}); err != nil {
+		t.Fatal(err)
+	}
+	events := make([]unix.EpollEvent, 4)
+	for round := range 2 {
+		go func() {
+			runtime.LockOSThread()
+			time.Sleep(200 * time.Microsecond)
+			signal(q)
+		}()
+		n, err := e.Wait(events, 5*time.Second)
+		if n != 1 || err != nil || events[0].Fd != peerTag {
+			t.Fatalf("round %d: got %d events (first tag %d), %v, want the peer's tag %d", round, n, events[0].Fd, err, peerTag)
+		}
+		e.PeerEvent()
+		if e.mayHold() {
+			t.Errorf("round %d: mayHold right after PeerEvent: got true, want false", round)
+		}
+		time.Sleep(peerTurn + time.Millisecond)
+		if !e.mayHold() {
+			t.Errorf("round %d: mayHold %v after PeerEvent: got false, want true", round, peerTurn+time.Millisecond)
+		}
+		var b [8]byte
+		unix.Read(q, b[:])
 	}
 }

@@ -119,6 +119,7 @@ type recordingEngine struct {
 	gone   []bool
 	hook   fwd.SpliceHook
 	events []string // "add PORT->TOPORT", "remove PORT->TOPORT", in order
+	loop   int      // an eventfd standing for the engine loop's epoll descriptor
 }
 
 func (e *recordingEngine) clearEvents() {
@@ -154,6 +155,15 @@ func (e *recordingEngine) RemoveListener(id fwd.ListenerID) {
 }
 
 func (e *recordingEngine) SetSpliceHook(h fwd.SpliceHook) { e.hook = h }
+
+func (e *recordingEngine) LoopFd() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.loop == 0 {
+		e.loop, _ = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	}
+	return e.loop
+}
 
 // open lists the ports of the listeners still open, sorted.
 func (e *recordingEngine) open() []uint16 {

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gopasta/gopasta/internal/epoll"
 	"github.com/gopasta/gopasta/internal/faults"
 	"github.com/gopasta/gopasta/internal/sock"
 )
@@ -54,6 +55,7 @@ func newNSSockPool(do func(func() error) error, hold func() bool, v4, v6 bool) *
 				return
 			case <-p.refill:
 				p.fill()
+				epoll.Want(-1)
 			}
 		}
 	}()
@@ -131,6 +133,9 @@ func (p *nsSockPool) dial(dst netip.AddrPort) (fd int, ok bool, err error) {
 func (p *nsSockPool) kick() {
 	select {
 	case p.refill <- struct{}{}:
+		// The refill needs a processor, which the splice loop that
+		// kicked must not hold meanwhile (package epoll).
+		epoll.Want(1)
 	default:
 	}
 }
@@ -139,6 +144,11 @@ func (p *nsSockPool) kick() {
 func (p *nsSockPool) Close() {
 	close(p.stop)
 	p.wg.Wait()
+	select { // a refill asked for and not made: nobody wants it any more
+	case <-p.refill:
+		epoll.Want(-1)
+	default:
+	}
 	for _, c := range p.fam {
 	drain: // without blocking: the engine may take the last one meanwhile
 		for c != nil {

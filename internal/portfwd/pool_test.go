@@ -3,10 +3,13 @@ package portfwd
 import (
 	"net"
 	"net/netip"
+	"runtime"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gopasta/gopasta/internal/epoll"
 )
 
 // TestNSSockPool: pooled sockets connect without the namespace thread (here
@@ -94,5 +97,50 @@ func TestNSSockPool(t *testing.T) {
 	p.Close()
 	if len(p.fam[0]) != 0 {
 		t.Errorf("after Close: %d sockets left", len(p.fam[0]))
+	}
+}
+
+// TestNSSockPoolWantsProcessor: a refill asked for keeps the splice loop
+// from holding the processor until it is made (package epoll), and one
+// still pending at Close is given up.
+func TestNSSockPoolWantsProcessor(t *testing.T) {
+	old := runtime.GOMAXPROCS(1)
+	defer runtime.GOMAXPROCS(old)
+	gate := make(chan struct{})
+	first := true
+	do := func(fn func() error) error {
+		if !first {
+			<-gate
+		}
+		first = false
+		return fn()
+	}
+	p := newNSSockPool(do, nil, true, false)
+	if !epoll.MayHold() {
+		t.Fatal("MayHold before any refill: got false, want true")
+	}
+	p.kick()
+	if epoll.MayHold() {
+		t.Error("MayHold with a refill asked for: got true, want false")
+	}
+	close(gate)
+	deadline := time.Now().Add(5 * time.Second)
+	for !epoll.MayHold() {
+		if time.Now().After(deadline) {
+			t.Fatal("MayHold 5s after the refill was let through: got false, want true")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	p.Close()
+
+	// A refill asked for after the refiller stopped: Close gives it up.
+	p = newNSSockPool(func(fn func() error) error { return fn() }, nil, true, false)
+	close(p.stop)
+	p.wg.Wait()
+	p.stop = make(chan struct{})
+	p.kick()
+	p.Close()
+	if !epoll.MayHold() {
+		t.Error("MayHold after Close with a refill pending: got false, want true")
 	}
 }

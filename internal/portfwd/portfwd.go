@@ -65,6 +65,9 @@ type Engine interface {
 	AddListener(fwd.Listener) (fwd.ListenerID, error)
 	RemoveListener(fwd.ListenerID)
 	SetSpliceHook(fwd.SpliceHook)
+	// LoopFd is the engine loop's epoll descriptor, which the splice loop
+	// watches while it holds the processor (package epoll).
+	LoopFd() int
 }
 
 // Config is what a Forwarder needs from the rest of the run.
@@ -196,6 +199,12 @@ func Start(ctx context.Context, cfg Config) (*Forwarder, error) {
 		return nil, fmt.Errorf("splice forwarder: %w", err)
 	}
 	pf.sp = sp
+	if cfg.Engine != nil {
+		if err := sp.WatchPeer(cfg.Engine.LoopFd()); err != nil {
+			sp.Close()
+			return nil, fmt.Errorf("splice forwarder: %w", err)
+		}
+	}
 	if cfg.Listening == nil {
 		// /proc/self/net is the thread group leader's namespace; the
 		// namespace thread's own tables are under thread-self.
