@@ -1,23 +1,30 @@
-// Package epoll is an event loop's epoll instance whose waits sleep in the
-// Go runtime's own poller instead of in epoll_wait(2).
+// Package epoll is an event loop's epoll instance, which waits in the way
+// that costs the process least for the processors it has.
 //
 // # Theory of operation
 //
-// An event loop that blocks in epoll_wait holds its thread in a system
-// call: the runtime's monitor (sysmon) keeps looking at it, and when the
-// call outlasts its look, hands the loop's processor to another thread,
-// which must be woken (futex) and scheduled; so does the loop's thread
-// when the call returns and wants a processor back. On a CPU shared with
-// the peers of a request/response exchange, those thread switches cost as
-// much as the exchange's own work.
+// With more than one processor (GOMAXPROCS), Wait blocks in epoll_pwait,
+// as a system call the runtime is told of. While another processor is
+// idle, the runtime's monitor (sysmon) leaves the loop's processor alone
+// for 10 ms, and the loops yield every 5 ms (package yield), so the
+// wake-up is the thread's return from the call: one epoll_pwait per
+// sleep.
 //
-// Here the loop's epoll descriptor is itself registered with the runtime's
-// poller (an epoll descriptor is readable while it has events ready).
+// With one processor (a process confined to one CPU), a loop blocked in a
+// system call holds the only processor, so sysmon takes it after at most
+// a few tens of microseconds and hands it to another thread, which must
+// be woken (futex) and scheduled; so does the loop's thread when the call
+// returns and wants a processor back. On a CPU shared with the peers of a
+// request/response exchange, those thread switches cost as much as the
+// exchange's own work. So New registers the descriptor with the runtime's
+// poller (an epoll descriptor is readable while it has events ready), and
 // Wait asks for events without blocking; with none, the goroutine parks
 // until the runtime's poller sees the descriptor readable, on whichever
 // thread runs the scheduler at that moment, with no processor to hand
-// over and no thread held in a system call. Two loops in one process park
-// in the one poller thread.
+// over and no thread held in a system call. That is not the way with
+// more processors: an idle processor's thread sleeps in the runtime's
+// poller, and every event of a busy loop would wake it, only to find the
+// loop at work.
 //
 // The runtime watches the descriptor edge-triggered. That is safe because
 // Wait parks only after an epoll_wait that found the ready list empty: an
@@ -38,11 +45,8 @@
 // meanwhile, so Wait holds only for a loop that allows it (AllowHold),
 // when MayHold says so and no peer loop had events lately:
 //
-//   - The process has one processor (GOMAXPROCS 1: a process confined to
-//     one CPU, as on a host that packs many containers on each). With
-//     more, nothing is gained: an idle processor's thread sleeps in the
-//     runtime's poller, which the loop's descriptor wakes at every event,
-//     only to find that the loop took it.
+//   - The process has one processor, and had one when New made the
+//     instance (so that the runtime's poller watches it).
 //   - No goroutine of the process has said it wants a processor soon
 //     (Want): the work a loop hands to another goroutine waits for no
 //     hold.
@@ -76,8 +80,8 @@ import (
 // Epoll is one event loop's epoll instance. It is owned by one goroutine.
 type Epoll struct {
 	fd int
-	f  *os.File
-	rc syscall.RawConn
+	f  *os.File        // registered with the runtime's poller; nil: not
+	rc syscall.RawConn // f's
 
 	// What the poll function reads and writes: fields, not a closure's
 	// captures, so that Wait allocates nothing.
@@ -111,12 +115,15 @@ const (
 // base is the origin of peerUntil's clock.
 var base = time.Now()
 
-// New creates an epoll instance (close-on-exec) registered with the
-// runtime's poller.
+// New creates an epoll instance (close-on-exec), registered with the
+// runtime's poller when the process has one processor.
 func New() (*Epoll, error) {
 	fd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("epoll_create1: %w", err)
+	}
+	if runtime.GOMAXPROCS(0) > 1 {
+		return &Epoll{fd: fd}, nil
 	}
 	// Non-blocking, so that os.NewFile hands it to the runtime's poller.
 	if err := unix.SetNonblock(fd, true); err != nil {
@@ -168,6 +175,9 @@ func (e *Epoll) Wait(events []unix.EpollEvent, timeout time.Duration) (int, erro
 			return n, err
 		}
 	}
+	if e.f == nil {
+		return e.block(events, timeout)
+	}
 	e.events = events
 	if timeout == 0 {
 		e.tryWait(uintptr(e.fd))
@@ -196,13 +206,30 @@ func (e *Epoll) Wait(events []unix.EpollEvent, timeout time.Duration) (int, erro
 }
 
 // Close closes the epoll descriptor; a Wait parked in the runtime's
-// poller returns an error. It must not be called while a Wait holds
-// (AllowHold): a hold's system call names the descriptor by its number.
+// poller returns an error. It must not be called while a Wait blocks or
+// holds: those system calls name the descriptor by its number.
 func (e *Epoll) Close() error {
 	if p := e.peer.Load(); p != nil {
 		unix.Close(p.fd)
 	}
+	if e.f == nil {
+		return unix.Close(e.fd)
+	}
 	return e.f.Close()
+}
+
+// block is one epoll_pwait that blocks for up to timeout, as a system
+// call the runtime is told of.
+func (e *Epoll) block(events []unix.EpollEvent, timeout time.Duration) (int, error) {
+	ms := -1
+	if timeout >= 0 {
+		ms = int((timeout + time.Millisecond - 1) / time.Millisecond)
+	}
+	n, err := unix.EpollWait(e.fd, events, ms)
+	if err == unix.EINTR {
+		return 0, nil
+	}
+	return n, err
 }
 
 // hold is one epoll_pwait that blocks for up to holdFor with the
@@ -225,7 +252,7 @@ func (e *Epoll) hold(events []unix.EpollEvent) (int, error) {
 // mayHold reports whether Wait may hold: MayHold, and no peer loop had
 // events within peerTurn.
 func (e *Epoll) mayHold() bool {
-	if !e.holds || !MayHold() {
+	if !e.holds || e.f == nil || !MayHold() {
 		return false
 	}
 	if e.peerUntil != 0 {

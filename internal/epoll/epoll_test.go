@@ -35,7 +35,44 @@ func newEpoll(t *testing.T) *Epoll {
 
 func signal(fd int) { unix.Write(fd, []byte{1, 0, 0, 0, 0, 0, 0, 0}) }
 
+// modes are the two ways New makes an instance: blocking in epoll_pwait
+// (more than one processor) and parking in the runtime's poller (one).
+var modes = []struct {
+	name  string
+	procs int
+}{{"blocking", 2}, {"parking", 1}}
+
+// withProcs runs the test with GOMAXPROCS n.
+func withProcs(t *testing.T, n int) {
+	t.Helper()
+	old := runtime.GOMAXPROCS(n)
+	t.Cleanup(func() { runtime.GOMAXPROCS(old) })
+}
+
+// TestNewMode: the runtime's poller watches an instance made with one
+// processor, and none made with more.
+func TestNewMode(t *testing.T) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			withProcs(t, m.procs)
+			e := newEpoll(t)
+			if got, want := e.f != nil, m.procs == 1; got != want {
+				t.Errorf("registered with the runtime's poller: got %v, want %v", got, want)
+			}
+		})
+	}
+}
+
 func TestWait(t *testing.T) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			withProcs(t, m.procs)
+			testWait(t)
+		})
+	}
+}
+
+func testWait(t *testing.T) {
 	e := newEpoll(t)
 	fd := eventfd(t, e)
 	events := make([]unix.EpollEvent, 4)
@@ -76,6 +113,7 @@ func TestWait(t *testing.T) {
 // that comes later (the runtime's poller watches the descriptor
 // edge-triggered).
 func TestWaitAfterTimeout(t *testing.T) {
+	oneProcessor(t)
 	e := newEpoll(t)
 	fd := eventfd(t, e)
 	events := make([]unix.EpollEvent, 4)
@@ -94,6 +132,7 @@ func TestWaitAfterTimeout(t *testing.T) {
 }
 
 func TestCloseEndsWait(t *testing.T) {
+	oneProcessor(t)
 	e, err := New()
 	if err != nil {
 		t.Fatal(err)
@@ -112,9 +151,18 @@ func TestCloseEndsWait(t *testing.T) {
 	}
 }
 
-// TestWaitAllocs: a wait that finds events, and one that parks first,
-// allocate nothing.
+// TestWaitAllocs: a wait that finds events, and one that blocks or parks
+// first, allocate nothing.
 func TestWaitAllocs(t *testing.T) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			withProcs(t, m.procs)
+			testWaitAllocs(t)
+		})
+	}
+}
+
+func testWaitAllocs(t *testing.T) {
 	e := newEpoll(t)
 	fd := eventfd(t, e)
 	events := make([]unix.EpollEvent, 4)
@@ -129,11 +177,11 @@ func TestWaitAllocs(t *testing.T) {
 	}
 }
 
-// oneProcessor runs the test with GOMAXPROCS 1, where Wait may hold.
+// oneProcessor runs the test with GOMAXPROCS 1, where Wait parks, and
+// may hold.
 func oneProcessor(t *testing.T) {
 	t.Helper()
-	old := runtime.GOMAXPROCS(1)
-	t.Cleanup(func() { runtime.GOMAXPROCS(old) })
+	withProcs(t, 1)
 }
 
 func TestMayHold(t *testing.T) {
