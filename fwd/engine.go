@@ -175,7 +175,7 @@ type Engine struct {
 	tx       txQueue
 	pcap     *pcapWriter
 
-	ep                    *epoll.Epoll // waits in the runtime's poller (package epoll)
+	ep                    *epoll.Epoll // blocks or parks, by the processors the process has (package epoll)
 	epfd, timerfd, wakefd int          // epfd: ep's, for epoll_ctl
 	// reserve lets a listener refuse connections out of descriptors
 	// (listen.go); listenRetryAt is when the earliest paused listener

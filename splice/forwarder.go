@@ -87,7 +87,7 @@ type Forwarder struct {
 	pool     *pipePool
 	ctr      counters
 
-	ep                    *epoll.Epoll // waits in the runtime's poller (package epoll)
+	ep                    *epoll.Epoll // blocks, parks or holds, by the processors the process has (package epoll)
 	epfd, wakefd, timerfd int          // epfd: ep's, for epoll_ctl
 	retryfd               int          // one-shot: paused listeners (listen.go)
 	retryAt               int64        // f.now the retry timer is armed for; 0: not armed
