@@ -218,18 +218,23 @@ func (e *Epoll) Close() error {
 	return e.f.Close()
 }
 
-// block is one epoll_pwait that blocks for up to timeout, as a system
-// call the runtime is told of.
+// block is epoll_pwait blocking for up to timeout, as a system call the
+// runtime is told of. A signal (the runtime's own, for preemption) ends a
+// bounded wait early with no events, and a wait for ever not at all.
 func (e *Epoll) block(events []unix.EpollEvent, timeout time.Duration) (int, error) {
 	ms := -1
 	if timeout >= 0 {
 		ms = int((timeout + time.Millisecond - 1) / time.Millisecond)
 	}
-	n, err := unix.EpollWait(e.fd, events, ms)
-	if err == unix.EINTR {
-		return 0, nil
+	for {
+		n, err := unix.EpollWait(e.fd, events, ms)
+		switch {
+		case err != unix.EINTR:
+			return n, err
+		case ms >= 0:
+			return 0, nil
+		}
 	}
-	return n, err
 }
 
 // hold is one epoll_pwait that blocks for up to holdFor with the
@@ -283,9 +288,13 @@ func (e *Epoll) AllowHold() { e.holds = true }
 // it sees the tag. The watch is one-shot, re-armed before the next hold,
 // so that a parked loop is not woken by every event of its peer. e
 // watches a duplicate of fd, which it closes with itself, so that the
-// number it re-arms stays the peer's however long either lives. Call it
-// once, before the loop starts.
+// number it re-arms stays the peer's however long either lives. An
+// instance that never holds (made with more than one processor) watches
+// nothing. Call it once, before the loop starts.
 func (e *Epoll) WatchPeer(fd int, ev unix.EpollEvent) error {
+	if e.f == nil {
+		return nil
+	}
 	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("epoll: peer loop: %w", err)

@@ -59,6 +59,13 @@ func TestNewMode(t *testing.T) {
 			if got, want := e.f != nil, m.procs == 1; got != want {
 				t.Errorf("registered with the runtime's poller: got %v, want %v", got, want)
 			}
+			peerLoop := newEpoll(t)
+			if err := e.WatchPeer(peerLoop.Fd(), unix.EpollEvent{}); err != nil {
+				t.Fatalf("WatchPeer: %v", err)
+			}
+			if got, want := e.peer.Load() != nil, m.procs == 1; got != want {
+				t.Errorf("watching the peer loop: got %v, want %v", got, want)
+			}
 		})
 	}
 }
