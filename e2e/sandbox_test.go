@@ -172,6 +172,10 @@ func TestSandbox(t *testing.T) {
 		// as podman runs pasta: root there, whoever it is outside, it
 		// stays who it is (as pasta) and keeps CAP_NET_BIND_SERVICE.
 		inUserNS bool
+		// oneCPU: GOMAXPROCS=1, as for a process confined to one CPU:
+		// the loops park in the runtime's poller and the splice loop
+		// holds its processor (internal/epoll), under the filter.
+		oneCPU bool
 	}
 	modes := []mode{
 		{name: "spawn"},
@@ -181,6 +185,7 @@ func TestSandbox(t *testing.T) {
 		{name: "netns-name-foreground", attach: true, foreground: true, named: true},
 		{name: "pid-of-nobody-background", attach: true, ofNobody: true},
 		{name: "podman-style-background", attach: true, netns: true, inUserNS: true},
+		{name: "pid-background-one-cpu", attach: true, oneCPU: true},
 	}
 	for _, u := range nstest.Users() {
 		t.Run(u.Name, func(t *testing.T) {
@@ -194,6 +199,9 @@ func TestSandbox(t *testing.T) {
 					// mode: a forbidden call kills (the rest of the
 					// suite may run with GOPASTA_SECCOMP=log).
 					e.gopastaEnv = []string{nstest.SeccompEnv + "="}
+					if m.oneCPU {
+						e.gopastaEnv = append(e.gopastaEnv, "GOMAXPROCS=1")
+					}
 					e.h.SetResolvConf("nameserver 127.0.0.1\n")
 					startResolver(t, e.h, "127.0.0.1")
 					hostPort := e.serveTCP(t, "127.0.0.1:0", nstest.TempDir(t))
@@ -296,6 +304,22 @@ func TestSandbox(t *testing.T) {
 					for _, p := range paths() {
 						if err := e.get(p.local, addrPort(p.dst, port), 1<<20, 3); err != nil {
 							t.Errorf("%s: download from the namespace: %v", p.name, err)
+						}
+					}
+					if m.oneCPU {
+						environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", gpPID))
+						if err != nil || !slices.Contains(strings.Split(string(environ), "\x00"), "GOMAXPROCS=1") {
+							t.Fatalf("gopasta's environment: got %q (%v), want GOMAXPROCS=1 in it", environ, err)
+						}
+						// More spliced connections into the namespace than
+						// its socket pool holds, so that it refills while
+						// the splice loop holds and parks.
+						for _, p := range paths()[2:] {
+							for i := range 40 {
+								if err := e.get(p.local, addrPort(p.dst, port), 4096, uint64(100+i)); err != nil {
+									t.Fatalf("%s: connection %d: %v", p.name, i, err)
+								}
+							}
 						}
 					}
 					if err := nstest.WaitFor(5*time.Second, func() error { return e.udpEcho(netip.MustParseAddr(peer4), addrPort(ns4, port)) }); err != nil {
