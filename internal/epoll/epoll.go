@@ -93,15 +93,12 @@ type Epoll struct {
 
 	holds     bool  // AllowHold was called
 	peerUntil int64 // nanoseconds since base before which Wait does not hold (PeerEvent); 0: none
-	// peer: the peer loop's descriptor and tag, set by WatchPeer;
-	// peerArmed: its one-shot watch is armed, as far as the loop knows.
-	peer      atomic.Pointer[peer]
+	// peerFd and peerEv: the peer loop's descriptor (a duplicate; -1:
+	// none) and its watch, set by WatchPeer; peerArmed: the one-shot
+	// watch is armed, as far as the loop knows.
+	peerFd    int
+	peerEv    unix.EpollEvent
 	peerArmed bool
-}
-
-type peer struct {
-	fd int
-	ev unix.EpollEvent
 }
 
 const (
@@ -123,14 +120,14 @@ func New() (*Epoll, error) {
 		return nil, fmt.Errorf("epoll_create1: %w", err)
 	}
 	if runtime.GOMAXPROCS(0) > 1 {
-		return &Epoll{fd: fd}, nil
+		return &Epoll{fd: fd, peerFd: -1}, nil
 	}
 	// Non-blocking, so that os.NewFile hands it to the runtime's poller.
 	if err := unix.SetNonblock(fd, true); err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("epoll: O_NONBLOCK: %w", err)
 	}
-	e := &Epoll{fd: fd, f: os.NewFile(uintptr(fd), "epoll")}
+	e := &Epoll{fd: fd, f: os.NewFile(uintptr(fd), "epoll"), peerFd: -1}
 	if e.rc, err = e.f.SyscallConn(); err != nil {
 		e.f.Close()
 		return nil, fmt.Errorf("epoll: %w", err)
@@ -209,8 +206,8 @@ func (e *Epoll) Wait(events []unix.EpollEvent, timeout time.Duration) (int, erro
 // poller returns an error. It must not be called while a Wait blocks or
 // holds: those system calls name the descriptor by its number.
 func (e *Epoll) Close() error {
-	if p := e.peer.Load(); p != nil {
-		unix.Close(p.fd)
+	if e.peerFd >= 0 {
+		unix.Close(e.peerFd)
 	}
 	if e.f == nil {
 		return unix.Close(e.fd)
@@ -266,14 +263,11 @@ func (e *Epoll) mayHold() bool {
 		}
 		e.peerUntil = 0
 	}
-	if !e.peerArmed {
-		if p := e.peer.Load(); p != nil {
-			ev := p.ev
-			if unix.EpollCtl(e.fd, unix.EPOLL_CTL_MOD, p.fd, &ev) != nil {
-				return false // unwatched, the peer could wait for a hold
-			}
-			e.peerArmed = true
+	if !e.peerArmed && e.peerFd >= 0 {
+		if unix.EpollCtl(e.fd, unix.EPOLL_CTL_MOD, e.peerFd, &e.peerEv) != nil {
+			return false // unwatched, the peer could wait for a hold
 		}
+		e.peerArmed = true
 	}
 	return true
 }
@@ -304,7 +298,7 @@ func (e *Epoll) WatchPeer(fd int, ev unix.EpollEvent) error {
 		unix.Close(dup)
 		return fmt.Errorf("epoll_ctl (peer loop): %w", err)
 	}
-	e.peer.Store(&peer{fd: dup, ev: ev})
+	e.peerFd, e.peerEv, e.peerArmed = dup, ev, true
 	return nil
 }
 

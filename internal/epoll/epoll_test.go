@@ -63,7 +63,7 @@ func TestNewMode(t *testing.T) {
 			if err := e.WatchPeer(peerLoop.Fd(), unix.EpollEvent{}); err != nil {
 				t.Fatalf("WatchPeer: %v", err)
 			}
-			if got, want := e.peer.Load() != nil, m.procs == 1; got != want {
+			if got, want := e.peerFd >= 0, m.procs == 1; got != want {
 				t.Errorf("watching the peer loop: got %v, want %v", got, want)
 			}
 		})
@@ -218,12 +218,43 @@ func TestHoldWait(t *testing.T) {
 	e.AllowHold()
 	fd := eventfd(t, e)
 	events := make([]unix.EpollEvent, 4)
+	if !e.mayHold() {
+		t.Fatal("mayHold with one processor, AllowHold and no peer: got false, want true")
+	}
+	// The hold itself: nothing comes, and it gives up after its bound;
+	// an event comes during it, and it returns that.
+	start := time.Now()
+	if n, err := e.hold(events); n != 0 || err != nil {
+		t.Errorf("hold with nothing ready: got %d, %v, want 0, nil", n, err)
+	}
+	if d := time.Since(start); d < holdFor*time.Millisecond || d > time.Second {
+		t.Errorf("hold with nothing ready returned after %v, want about %v", d, holdFor*time.Millisecond)
+	}
+	// Nothing of this process can run during the hold (it keeps the one
+	// processor): the kernel's timer is what comes.
+	tfd, err := unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(tfd)
+	tev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(tfd)}
+	if err := unix.EpollCtl(e.Fd(), unix.EPOLL_CTL_ADD, tfd, &tev); err != nil {
+		t.Fatal(err)
+	}
+	spec := unix.ItimerSpec{Value: unix.NsecToTimespec(int64(200 * time.Microsecond))}
+	if err := unix.TimerfdSettime(tfd, 0, &spec, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := e.hold(events); n != 1 || err != nil || events[0].Fd != int32(tfd) {
+		t.Errorf("hold with a timer firing in 200µs: got %d (first fd %d), %v, want the timer's event", n, events[0].Fd, err)
+	}
+	unix.EpollCtl(e.Fd(), unix.EPOLL_CTL_DEL, tfd, nil)
+
+	// Wait, which holds first: an event already there, and events from
+	// another goroutine, which runs once a hold runs out and Wait parks.
 	for _, after := range []time.Duration{0, 200 * time.Microsecond, 20 * time.Millisecond} {
-		// A thread of its own, so that the signal comes while the
-		// hold keeps the one processor.
 		done := make(chan struct{})
 		go func() {
-			runtime.LockOSThread()
 			time.Sleep(after)
 			signal(fd)
 			close(done)
@@ -293,37 +324,48 @@ func TestHoldDoesNotStarve(t *testing.T) {
 
 // TestHoldEndsOnPeer: an event of the watched peer loop ends a hold, and
 // the loop parks for peerTurn after PeerEvent; the watch is re-armed for
-// the next hold.
+// the next hold. The peer's event is a timer of its set: nothing of this
+// process runs during a hold.
 func TestHoldEndsOnPeer(t *testing.T) {
 	oneProcessor(t)
 	e := newEpoll(t)
 	e.AllowHold()
 	peerLoop := newEpoll(t)
-	q := eventfd(t, peerLoop)
+	tfd, err := unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(tfd)
+	tev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(tfd)}
+	if err := unix.EpollCtl(peerLoop.Fd(), unix.EPOLL_CTL_ADD, tfd, &tev); err != nil {
+		t.Fatal(err)
+	}
 	const peerTag = -7
 	if err := e.WatchPeer(peerLoop.Fd(), unix.EpollEvent{Fd: peerTag}); err != nil {
 		t.Fatal(err)
 	}
 	events := make([]unix.EpollEvent, 4)
 	for round := range 2 {
-		go func() {
-			runtime.LockOSThread()
-			time.Sleep(200 * time.Microsecond)
-			signal(q)
-		}()
-		n, err := e.Wait(events, 5*time.Second)
+		if !e.mayHold() {
+			t.Fatalf("round %d: mayHold before the peer's event: got false, want true", round)
+		}
+		spec := unix.ItimerSpec{Value: unix.NsecToTimespec(int64(200 * time.Microsecond))}
+		if err := unix.TimerfdSettime(tfd, 0, &spec, nil); err != nil {
+			t.Fatal(err)
+		}
+		n, err := e.hold(events)
 		if n != 1 || err != nil || events[0].Fd != peerTag {
-			t.Fatalf("round %d: got %d events (first tag %d), %v, want the peer's tag %d", round, n, events[0].Fd, err, peerTag)
+			t.Fatalf("round %d: hold with the peer's timer firing in 200µs: got %d events (first tag %d), %v, want the peer's tag %d", round, n, events[0].Fd, err, peerTag)
 		}
 		e.PeerEvent()
 		if e.mayHold() {
 			t.Errorf("round %d: mayHold right after PeerEvent: got true, want false", round)
 		}
-		time.Sleep(peerTurn + time.Millisecond)
-		if !e.mayHold() {
-			t.Errorf("round %d: mayHold %v after PeerEvent: got false, want true", round, peerTurn+time.Millisecond)
-		}
 		var b [8]byte
-		unix.Read(q, b[:])
+		unix.Read(tfd, b[:]) // the peer loop serves its event
+		time.Sleep(peerTurn + time.Millisecond)
+	}
+	if !e.mayHold() {
+		t.Errorf("mayHold %v after PeerEvent: got false, want true", peerTurn+time.Millisecond)
 	}
 }

@@ -25,7 +25,7 @@ func TestAutoScan(t *testing.T) {
 	p1, p2 := freePort(t), freePort(t)
 	var mu sync.Mutex
 	var nsPorts, hostPorts fwdrule.PortSet // what each side "listens on"
-	eng := &recordingEngine{}
+	eng := newRecordingEngine(t)
 	every := []string{"1-65535,auto"}
 	cfg := Config{
 		Ports:  options(t, every, []string{"none"}, every, []string{"none"}),
@@ -156,13 +156,18 @@ func (e *recordingEngine) RemoveListener(id fwd.ListenerID) {
 
 func (e *recordingEngine) SetSpliceHook(h fwd.SpliceHook) { e.hook = h }
 
-func (e *recordingEngine) LoopFd() int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.loop == 0 {
-		e.loop, _ = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+func (e *recordingEngine) LoopFd() int { return e.loop }
+
+// newRecordingEngine is a recordingEngine whose loop descriptor is an
+// eventfd, closed when the test ends.
+func newRecordingEngine(t *testing.T) *recordingEngine {
+	t.Helper()
+	fd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return e.loop
+	t.Cleanup(func() { unix.Close(fd) })
+	return &recordingEngine{loop: fd}
 }
 
 // open lists the ports of the listeners still open, sorted.

@@ -19,7 +19,7 @@ import (
 // port, after its early ones; late ones of a peer never handed over go
 // nowhere.
 func TestSpliceHookLateUDP(t *testing.T) {
-	eng := &recordingEngine{}
+	eng := newRecordingEngine(t)
 	pf, err := Start(context.Background(), Config{
 		Ports: tcpOnly(t), Engine: eng, InNS: func(f func() error) error { return f() }, IPv4: true,
 		Listening: func(bool) (tcp, udp fwdrule.PortSet, err error) { return },

@@ -37,7 +37,7 @@ func tcpOnly(t *testing.T, tcp ...string) fwdrule.Options {
 
 func startFake(t *testing.T, ports fwdrule.Options, listening func(bool) (fwdrule.PortSet, fwdrule.PortSet, error)) (*Forwarder, *recordingEngine) {
 	t.Helper()
-	eng := &recordingEngine{}
+	eng := newRecordingEngine(t)
 	if listening == nil {
 		listening = func(bool) (tcp, udp fwdrule.PortSet, err error) { return }
 	}
@@ -176,7 +176,7 @@ func TestStartStrictFails(t *testing.T) {
 	defer holder.Close()
 	busy := holder.Addr().(*net.TCPAddr).Port
 	free := freePort(t)
-	eng := &recordingEngine{}
+	eng := newRecordingEngine(t)
 	_, err = Start(context.Background(), Config{
 		Ports: tcpOnly(t, strconv.Itoa(int(free)), strconv.Itoa(busy)), Engine: eng,
 		InNS: func(f func() error) error { return f() }, IPv4: true, NoSplice: true,
