@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gopasta/gopasta/internal/faults"
+	"github.com/gopasta/gopasta/internal/sock"
 )
 
 // DefaultPipeSize is the F_SETPIPE_SZ target. A bigger pipe means fewer
@@ -110,7 +111,7 @@ func (pp *pipePool) get() (*pipe, error) {
 	if err := faults.At(faults.Pipe2); err != nil {
 		return nil, fmt.Errorf("splice: pipe2: %w", err)
 	}
-	if err := unix.Pipe2(fds[:], unix.O_NONBLOCK|unix.O_CLOEXEC); err != nil {
+	if err := sock.Pipe2(&fds); err != nil {
 		return nil, fmt.Errorf("splice: pipe2: %w", err)
 	}
 	p := &pipe{r: fds[0], w: fds[1]}

@@ -11,7 +11,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gopasta/gopasta/internal/epoll"
-	"github.com/gopasta/gopasta/internal/faults"
 	"github.com/gopasta/gopasta/internal/sock"
 )
 
@@ -79,10 +78,7 @@ func (p *nsSockPool) fill() {
 				family = unix.AF_INET6
 			}
 			for len(c) < cap(c) {
-				if err := faults.At(faults.Socket); err != nil {
-					return err
-				}
-				fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+				fd, err := sock.Socket(family, unix.SOCK_STREAM, 0)
 				if err != nil {
 					return err
 				}

@@ -107,13 +107,16 @@ func putPort(p *uint16, port uint16) {
 	b[0], b[1] = byte(port>>8), byte(port)
 }
 
-// Socket is socket(2), non-blocking and close-on-exec. A test build may
-// inject a failure (package faults).
+// Socket is socket(2), non-blocking and close-on-exec, made under the
+// descriptor gate (creating). A test build may inject a failure (package
+// faults).
 func Socket(domain, typ, proto int) (int, error) {
 	if err := faults.At(faults.Socket); err != nil {
 		return -1, err
 	}
+	creating.RLock()
 	fd, _, e := unix.RawSyscall(unix.SYS_SOCKET, uintptr(domain), uintptr(typ|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC), uintptr(proto))
+	creating.RUnlock()
 	if e != 0 {
 		return -1, e
 	}

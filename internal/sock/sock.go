@@ -114,6 +114,13 @@ func (a *Acceptor) Accept(fd int) (int, netip.AddrPort, error) {
 	if err := faults.At(faults.Accept); err != nil {
 		return -1, netip.AddrPort{}, err
 	}
+	creating.RLock()
+	defer creating.RUnlock()
+	return a.accept(fd)
+}
+
+// accept is Accept with the descriptor gate (creating) already held.
+func (a *Acceptor) accept(fd int) (int, netip.AddrPort, error) {
 	a.n = uint32(unsafe.Sizeof(a.rsa))
 	nfd, _, errno := unix.RawSyscall6(unix.SYS_ACCEPT4, uintptr(fd),
 		uintptr(unsafe.Pointer(&a.rsa)), uintptr(unsafe.Pointer(&a.n)),

@@ -1,6 +1,7 @@
 package sock
 
 import (
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -64,6 +65,26 @@ func (s *Spare) AcceptFailed(err error, lfd int, acc *Acceptor, backoff *time.Du
 	return AcceptPause
 }
 
+// creating is held shared across every system call of the event loops and
+// their helpers that makes a descriptor (Socket, Acceptor.Accept, Pipe2,
+// the namespace socket pool's sockets, a Spare's renewal), and held
+// exclusively by Spare.Refuse from the close of the spare to the dup3(2)
+// that makes it again. The number the spare frees is then the one its
+// accept gets: no other thread can take it in between, which would leave
+// the loop with no spare while the process stays at its limit, and the
+// connections waiting on its listener to time out instead of being
+// refused. A descriptor made outside the gate (the runtime's, the control
+// socket's clients) can still take it; the listener then pauses until a
+// descriptor frees (AcceptFailed).
+var creating sync.RWMutex
+
+// Pipe2 is pipe2(2), non-blocking and close-on-exec, made under the gate.
+func Pipe2(fds *[2]int) error {
+	creating.RLock()
+	defer creating.RUnlock()
+	return unix.Pipe2(fds[:], unix.O_NONBLOCK|unix.O_CLOEXEC)
+}
+
 // Spare is a descriptor an event loop holds in reserve, so that a loop out
 // of descriptors (EMFILE, ENFILE) can still take the connections waiting on
 // a listener and reset them: the clients learn at once that they were
@@ -92,6 +113,16 @@ func (s *Spare) renew() {
 	if s == nil || s.fd >= 0 {
 		return
 	}
+	creating.RLock()
+	defer creating.RUnlock()
+	s.renewLocked()
+}
+
+// renewLocked is renew with the gate held, shared or exclusively.
+func (s *Spare) renewLocked() {
+	if s == nil || s.fd >= 0 {
+		return
+	}
 	if fd, err := unix.FcntlInt(uintptr(s.from), unix.F_DUPFD_CLOEXEC, 0); err == nil {
 		s.fd = fd
 	}
@@ -111,22 +142,28 @@ func (s *Spare) Renew() { s.renew() }
 // just before the accept, which then gets its number, and the accepted
 // socket is turned back into the spare with dup3(2), which closes the
 // socket (a reset, with a zero linger) and fills its number in one call.
-// Between the close and the accept another thread may take the number;
-// the spare is then lost until Renew finds a free one.
+// No thread of ours takes the number in between (creating); one made
+// outside the gate may, and the spare is then lost until Renew finds a
+// free one.
 //
 // It returns how many it reset, and whether the caller should pause the
 // listener for a moment rather than spin: connections still wait and the
 // spare is not held. With the spare held and the budget spent, the
 // listener goes on in the next round of the loop.
 func (s *Spare) Refuse(lfd int, acc *Acceptor, budget int) (n int, pause bool) {
+	if s == nil {
+		return 0, true
+	}
+	creating.Lock()
+	defer creating.Unlock()
 	for range budget {
-		s.renew()
+		s.renewLocked()
 		if !s.Held() {
 			return n, true
 		}
 		unix.Close(s.fd)
 		s.fd = -1
-		fd, _, err := acc.Accept(lfd)
+		fd, _, err := acc.accept(lfd)
 		switch {
 		case err == nil:
 			n++
@@ -137,15 +174,15 @@ func (s *Spare) Refuse(lfd int, acc *Acceptor, budget int) (n int, pause bool) {
 				unix.Close(fd)
 			}
 		case err == unix.EAGAIN:
-			s.renew()
+			s.renewLocked()
 			return n, false
 		case AcceptRetry(err):
 		default:
-			s.renew()
+			s.renewLocked()
 			return n, !s.Held()
 		}
 	}
-	s.renew()
+	s.renewLocked()
 	return n, !s.Held()
 }
 

@@ -145,3 +145,83 @@ func TestAcceptFailed(t *testing.T) {
 		}
 	}
 }
+
+// TestSpareRefuseKeepsSpare: while Refuse resets a queue of connections at
+// the descriptor limit, another goroutine making sockets and pipes through
+// the gate as fast as it can never gets the number the spare frees for
+// each accept, so the spare is held throughout and every connection is
+// reset.
+func TestSpareRefuseKeepsSpare(t *testing.T) {
+	lfd, err := Listen{Addr: netip.MustParseAddr("127.0.0.1")}.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(lfd)
+	sa, err := unix.Getsockname(lfd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(sa.(*unix.SockaddrInet4).Port))
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(efd)
+	s := NewSpare(efd)
+	defer s.Close()
+
+	const n = 64
+	for range n {
+		c, err := net.DialTimeout("tcp", addr.String(), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+	var acc Acceptor
+	var got, stolen int
+	var pause, held bool
+	nstest.RunOutOfDescriptors(t, func() {
+		stop := make(chan struct{})
+		done := make(chan int)
+		go func() {
+			took := 0
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					done <- took
+					return
+				default:
+				}
+				if i%2 == 0 {
+					if fd, err := Socket(unix.AF_INET, unix.SOCK_STREAM, 0); err == nil {
+						took++
+						unix.Close(fd)
+					}
+				} else {
+					var p [2]int
+					if Pipe2(&p) == nil {
+						took++
+						unix.Close(p[0])
+						unix.Close(p[1])
+					}
+				}
+			}
+		}()
+		time.Sleep(time.Millisecond)
+		for got < n {
+			k, p := s.Refuse(lfd, &acc, 1)
+			got += k
+			if p || k == 0 {
+				pause = p
+				break
+			}
+		}
+		held = s.Held()
+		close(stop)
+		stolen = <-done
+	})
+	if got != n || pause || !held || stolen != 0 {
+		t.Errorf("Refuse beside a goroutine making descriptors: got %d reset, pause %v, spare held %v, %d descriptors made meanwhile; want %d, false, true, 0", got, pause, held, stolen, n)
+	}
+}
