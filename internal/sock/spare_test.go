@@ -13,28 +13,31 @@ import (
 	"github.com/gopasta/gopasta/internal/nstest"
 )
 
+// spareListener is a TCP listener on a loopback port and a Spare held
+// from an eventfd, all closed with t.
+func spareListener(t *testing.T) (int, netip.AddrPort, *Spare) {
+	t.Helper()
+	lfd, err := Listen{Addr: netip.MustParseAddr("127.0.0.1")}.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(lfd) })
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(efd) })
+	s := NewSpare(efd)
+	t.Cleanup(s.Close)
+	return lfd, nstest.LocalAddr(t, lfd), s
+}
+
 // TestSpareRefuse: with no descriptor left, Refuse resets every waiting
 // connection (each client reads ECONNRESET), reports the queue empty, and
 // holds its spare again afterwards; with the spare lost it asks for a
 // pause and resets nothing.
 func TestSpareRefuse(t *testing.T) {
-	lfd, err := Listen{Addr: netip.MustParseAddr("127.0.0.1")}.Open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(lfd)
-	sa, err := unix.Getsockname(lfd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(sa.(*unix.SockaddrInet4).Port))
-	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(efd)
-	s := NewSpare(efd)
-	defer s.Close()
+	lfd, addr, s := spareListener(t)
 	if !s.Held() {
 		t.Fatal("a new Spare: got none held, want one")
 	}
@@ -152,23 +155,7 @@ func TestAcceptFailed(t *testing.T) {
 // each accept, so the spare is held throughout and every connection is
 // reset.
 func TestSpareRefuseKeepsSpare(t *testing.T) {
-	lfd, err := Listen{Addr: netip.MustParseAddr("127.0.0.1")}.Open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(lfd)
-	sa, err := unix.Getsockname(lfd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(sa.(*unix.SockaddrInet4).Port))
-	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(efd)
-	s := NewSpare(efd)
-	defer s.Close()
+	lfd, addr, s := spareListener(t)
 
 	const n = 64
 	for range n {
