@@ -178,6 +178,7 @@ func (s *fakeSys) sendSpace(int) (int, error)               { return 1 << 20, ni
 func (s *fakeSys) shutdown(int, int) error                  { return nil }
 func (s *fakeSys) wantSpace(int)                            {}
 func (s *fakeSys) abort(int) error                          { return nil }
+func (s *fakeSys) localReno(int, netip.Addr)                {}
 func (s *fakeSys) close(fd int) error {
 	delete(s.open, fd)
 	return nil

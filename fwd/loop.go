@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -348,6 +349,9 @@ type sysOps interface {
 	wantSpace(fd int)
 	shutdown(fd, how int) error
 	abort(fd int) error
+	// localReno gives a TCP socket connecting to a peer on this host
+	// reno for congestion control (sock.LocalReno).
+	localReno(fd int, dst netip.Addr)
 }
 
 type kernelSys struct {
@@ -360,6 +364,7 @@ type kernelSys struct {
 	memInfo [skMemInfoVars]uint32
 	linger  unix.Linger
 	pollFd  unix.PollFd
+	acc     sock.Acceptor // scratch for getsockname
 }
 
 func (k *kernelSys) socket(d, t, p int) (int, error)        { return sock.Socket(d, t, p) }
@@ -379,7 +384,8 @@ func (k *kernelSys) recvmsg(fd int, p, oob []byte, flags int) (int, int, int, er
 	n, oobn, rf, _, err := unix.Recvmsg(fd, p, oob, flags)
 	return n, oobn, rf, err
 }
-func (k *kernelSys) close(fd int) error { return sock.Close(fd) }
+func (k *kernelSys) close(fd int) error               { return sock.Close(fd) }
+func (k *kernelSys) localReno(fd int, dst netip.Addr) { sock.LocalReno(fd, dst, &k.acc) }
 func (k *kernelSys) watch(fd int, idx int32, gen uint32, events uint32) error {
 	ev := unix.EpollEvent{Events: events, Fd: idx, Pad: int32(gen)}
 	if err := faults.At(faults.EpollCtl); err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gopasta/gopasta/internal/header"
 	"github.com/gopasta/gopasta/internal/seqnum"
+	"github.com/gopasta/gopasta/internal/sock"
 )
 
 // TCP translation without a TCP stack and without user-space buffers, as
@@ -125,6 +126,9 @@ type tcpConn struct {
 	// the head of the host socket's receive queue: a batch's ACKs are
 	// consumed with one discard at its end (see consume).
 	unconsumed uint32
+	// toHost counts the bytes the host socket took, up to
+	// sock.RenoAfter (countToHost).
+	toHost uint32
 	// recover is seqMax when we last rewound (RFC 6582's recovery point):
 	// duplicate ACKs below it are echoes of that loss, not a new one.
 	recover seqnum.Value
@@ -457,6 +461,9 @@ func (t *tcpTr) frames(e *Engine, idx int32, pkts []*packet) {
 		switch {
 		case err == nil:
 			c.seqFromNS = c.seqFromNS.Add(uint32(sent))
+			if c.toHost < sock.RenoAfter {
+				t.countToHost(e, idx, sent)
+			}
 			if c.seqFromNS != want {
 				// The send buffer filled up: what did not fit is not
 				// acknowledged and comes again; EPOLLOUT reopens.
@@ -490,6 +497,17 @@ func (t *tcpTr) frames(e *Engine, idx int32, pkts []*packet) {
 		return
 	}
 	t.setDeadline(e, idx)
+}
+
+// countToHost counts n more bytes sent to the host socket; at
+// sock.RenoAfter, a connection to a peer on this host gets reno for
+// congestion control (sock.LocalReno says why).
+func (t *tcpTr) countToHost(e *Engine, idx int32, n int) {
+	c := t.conn(idx)
+	c.toHost += uint32(min(n, sock.RenoAfter))
+	if c.toHost >= sock.RenoAfter {
+		e.sys.localReno(e.flow(idx).Fd, e.flow(idx).HostAddr())
+	}
 }
 
 // ack processes the acknowledgement and window of a segment from the

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/gopasta/gopasta/internal/header"
 	"github.com/gopasta/gopasta/internal/nstest"
 	"github.com/gopasta/gopasta/internal/seqnum"
+	"github.com/gopasta/gopasta/internal/sock"
 )
 
 // The TCP tests drive the engine by hand (handleFrames, socket events from
@@ -717,6 +719,38 @@ func TestTCPToHost(t *testing.T) {
 				t.Errorf("host got %d extra bytes", n)
 			}
 		})
+	}
+}
+
+// TestTCPRenoToLocalPeer: a connection to a peer on this host keeps the
+// host's default congestion control until sock.RenoAfter bytes from the
+// namespace have gone to it, and has reno from then on.
+func TestTCPRenoToLocalPeer(t *testing.T) {
+	def, err := os.ReadFile("/proc/sys/net/ipv4/tcp_congestion_control")
+	if err != nil {
+		t.Skip(err)
+	}
+	h := newTCPHarness(t, testParams(), Options{})
+	c, hc := established(t, h, tcpFamilies[0], 40012, 1460, 7)
+	const seg, batch = 1000, 16
+	for sent := 0; sent < sock.RenoAfter+seg*batch; sent += seg * batch {
+		want := strings.TrimSpace(string(def))
+		if sent >= sock.RenoAfter {
+			want = "reno"
+		}
+		if got, err := unix.GetsockoptString(c.fd(), unix.IPPROTO_TCP, unix.TCP_CONGESTION); got != want || err != nil {
+			t.Fatalf("after %d bytes to the host: got congestion control %q (%v), want %q", sent, got, err, want)
+		}
+		var frames [][]byte
+		for i := range batch {
+			frames = append(frames, c.frame(header.TCPFlagACK, c.seq+uint32(i*seg), c.ack, pattern(sent+i*seg, seg)))
+		}
+		h.send(frames...)
+		c.seq += seg * batch
+		if got := readN(t, hc, seg*batch); !bytes.Equal(got, pattern(sent, seg*batch)) {
+			t.Fatalf("host got %d bytes unlike those sent at %d", len(got), sent)
+		}
+		h.take("ACK", c.mine)
 	}
 }
 

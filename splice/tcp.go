@@ -56,6 +56,10 @@ type tcpConn struct {
 	active   bool
 	queued   bool  // in Forwarder.again
 	last     int64 // f.now when bytes last moved
+	// moved counts the bytes direction i wrote, up to sock.RenoAfter:
+	// then its sink gets reno (sock.SetReno; both ends of a spliced
+	// connection are loopback).
+	moved [2]uint32
 }
 
 type tcpDir struct {
@@ -258,6 +262,12 @@ func (f *Forwarder) tcpMove(c *tcpConn, i int) (more, ok bool) {
 			case n > 0:
 				p.n -= int(n)
 				moved = true
+				if c.moved[i] < sock.RenoAfter {
+					c.moved[i] += uint32(min(n, sock.RenoAfter))
+					if c.moved[i] >= sock.RenoAfter {
+						_ = sock.SetReno(dst)
+					}
+				}
 				f.ctr.tcpBytes[i].Add(uint64(n))
 				c.last = f.now
 			case err == unix.EAGAIN:

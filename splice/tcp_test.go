@@ -1,15 +1,21 @@
 package splice
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"errors"
 	"io"
 	"net"
+	"os"
+	"os/exec"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gopasta/gopasta/internal/sock"
 )
 
 // transfer sends up and down concurrently (either may be nil) through a
@@ -383,4 +389,55 @@ func TestDrained(t *testing.T) {
 				tc.name, tc.n, tc.asked, tc.inPipe, tc.pageSize, got, tc.want)
 		}
 	}
+}
+
+// TestTCPRenoInBulk: the sink of a direction that moved sock.RenoAfter
+// bytes has reno for congestion control; the sink of one that moved less
+// keeps the host's default.
+func TestTCPRenoInBulk(t *testing.T) {
+	def, err := os.ReadFile("/proc/sys/net/ipv4/tcp_congestion_control")
+	if err != nil {
+		t.Skip(err)
+	}
+	r := newRig(t, Options{})
+	client, server := r.connect(t)
+	up, down := randomBytes(t, sock.RenoAfter+1), randomBytes(t, 2<<10)
+	for _, x := range []struct {
+		from, to *net.TCPConn
+		data     []byte
+	}{{client, server, up}, {server, client, down}} {
+		go x.from.Write(x.data)
+		got := make([]byte, len(x.data))
+		if _, err := io.ReadFull(x.to, got); err != nil || !bytes.Equal(got, x.data) {
+			t.Fatalf("%d bytes through the splice: %v", len(x.data), err)
+		}
+	}
+	// Each sink is gopasta's socket whose peer is the reading end.
+	for _, x := range []struct {
+		name string
+		peer *net.TCPConn
+		want string
+	}{
+		{"toward the server, after the bulk", server, "reno"},
+		{"toward the client, after 2 KiB", client, strings.TrimSpace(string(def))},
+	} {
+		if got := congestionOf(t, x.peer.RemoteAddr(), x.peer.LocalAddr()); got != x.want {
+			t.Errorf("%s: got congestion control %q, want %q", x.name, got, x.want)
+		}
+	}
+}
+
+// congestionOf is the congestion control of the established TCP socket
+// bound to local and connected to remote, as ss(8) reports it.
+func congestionOf(t *testing.T, local, remote net.Addr) string {
+	t.Helper()
+	out, err := exec.Command("ss", "-tinH", "state", "established", "src", local.String(), "dst", remote.String()).Output()
+	if err != nil {
+		t.Skipf("ss: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("ss for %v -> %v: got %q, want one socket", local, remote, out)
+	}
+	return strings.Fields(lines[1])[0]
 }

@@ -131,6 +131,58 @@ func (a *Acceptor) accept(fd int) (int, netip.AddrPort, error) {
 	return int(nfd), AddrPortOf(&a.rsa), nil
 }
 
+// RenoAfter is how many bytes a TCP connection of ours carries toward a
+// peer on this host before it gets reno for congestion control (LocalReno,
+// SetReno): a bulk transfer is past it within a millisecond, and requests
+// and answers, which stay below it, cost no system call for it.
+const RenoAfter = 256 << 10
+
+// LocalReno sets the congestion control of TCP socket fd, connected to
+// dst, to reno when dst is on this host: a loopback address, or one the
+// kernel took as fd's source too (a route of type local makes the
+// destination its own source). It reports whether it did. a is scratch
+// for the source address.
+//
+// Such a connection crosses no network, so there is no one to be fair
+// to, while the host's default may pace its segments (bbr, the default
+// on many machines, paces every one by a timer of its own and keeps the
+// window near a bandwidth-delay product measured in microseconds): the
+// data of a bulk transfer waited in the send buffer, and the namespace's
+// sender on the window that buffer offers. Set on an established
+// connection, the kernel initialises reno in place of the default
+// (tcp_reinit_congestion_control). reno is allowed to every user
+// (net.ipv4.tcp_allowed_congestion_control always lists it).
+func LocalReno(fd int, dst netip.Addr, a *Acceptor) bool {
+	if !dst.IsLoopback() {
+		src, err := a.Local(fd)
+		if err != nil || !localPeer(dst, src.Addr()) {
+			return false
+		}
+	}
+	return SetReno(fd) == nil
+}
+
+// localPeer reports whether a connection from src to dst stays on this
+// host: dst is loopback, or the kernel chose dst itself as the source.
+func localPeer(dst, src netip.Addr) bool {
+	return dst.IsLoopback() || (dst.IsValid() && dst.Unmap() == src.Unmap())
+}
+
+// SetReno sets TCP socket fd's congestion control to reno (LocalReno says
+// why).
+func SetReno(fd int) error {
+	_, _, errno := unix.RawSyscall6(unix.SYS_SETSOCKOPT, uintptr(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION,
+		uintptr(unsafe.Pointer(&renoName[0])), uintptr(len(renoName)), 0)
+	if errno != 0 {
+		return errno
+	}
+	return nil
+}
+
+// renoName is the name LocalReno gives setsockopt(2), which takes it
+// without a terminating NUL.
+var renoName = [...]byte{'r', 'e', 'n', 'o'}
+
 // Local is the address and port socket fd is bound to (getsockname): for a
 // connection accepted on a listener bound to any address, the address its
 // peer connected to.

@@ -1,0 +1,77 @@
+package sock
+
+import (
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestLocalPeer(t *testing.T) {
+	a := netip.MustParseAddr
+	for _, tc := range []struct {
+		dst, src netip.Addr
+		want     bool
+	}{
+		{a("127.0.0.1"), a("127.0.0.1"), true},
+		{a("127.0.0.5"), a("127.0.0.1"), true},
+		{a("::1"), a("::1"), true},
+		{a("192.0.2.1"), a("192.0.2.1"), true},
+		{a("192.0.2.1"), a("::ffff:192.0.2.1"), true},
+		{a("2001:db8::1"), a("2001:db8::1"), true},
+		{a("192.0.2.7"), a("192.0.2.1"), false},
+		{a("2001:db8::7"), a("2001:db8::1"), false},
+		{netip.Addr{}, netip.Addr{}, false},
+	} {
+		if got := localPeer(tc.dst, tc.src); got != tc.want {
+			t.Errorf("localPeer(%v, %v): got %v, want %v", tc.dst, tc.src, got, tc.want)
+		}
+	}
+}
+
+// TestLocalReno: a socket connected over loopback gets reno; told that its
+// peer is an address it does not have as its source, it keeps the host's
+// default.
+func TestLocalReno(t *testing.T) {
+	def, err := os.ReadFile("/proc/sys/net/ipv4/tcp_congestion_control")
+	if err != nil {
+		t.Skip(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	port := l.Addr().(*net.TCPAddr).Port
+	var a Acceptor
+	for _, tc := range []struct {
+		dst  netip.Addr
+		want string
+		set  bool
+	}{
+		{netip.MustParseAddr("127.0.0.1"), "reno", true},
+		{netip.MustParseAddr("192.0.2.7"), strings.TrimSpace(string(def)), false},
+	} {
+		fd, err := Socket(unix.AF_INET, unix.SOCK_STREAM, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(fd)
+		if err := ConnectSA(fd, &unix.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}}); err != nil && err != unix.EINPROGRESS {
+			t.Fatal(err)
+		}
+		c, err := l.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+		set := LocalReno(fd, tc.dst, &a)
+		got, err := unix.GetsockoptString(fd, unix.IPPROTO_TCP, unix.TCP_CONGESTION)
+		if set != tc.set || got != tc.want || err != nil {
+			t.Errorf("LocalReno told the peer is %v: got %v and %q (%v), want %v and %q", tc.dst, set, got, err, tc.set, tc.want)
+		}
+	}
+}
