@@ -26,7 +26,9 @@ import (
 //   - Namespace to host: the in-order payload of a cycle's segments goes
 //     out in one sendmsg; what the socket took is acknowledged, and the
 //     window offered to the namespace is the socket's free send space, so
-//     back-pressure reaches the namespace's sender.
+//     back-pressure reaches the namespace's sender. A socket whose peer is
+//     on this host gets reno for congestion control once the namespace has
+//     sent it sock.RenoAfter bytes (countToHost; sock.LocalReno says why).
 //
 // Loss recovery is where pasta stalls: it offers no SACK and drops
 // out-of-order segments, so after a loss it recovers one segment per

@@ -1,7 +1,9 @@
 package splice
 
 // Spliced TCP connections: hand-over and admission, and the pump that moves
-// each direction source to pipe to sink with splice(2).
+// each direction source to pipe to sink with splice(2). A direction that
+// has moved sock.RenoAfter bytes gives its sink reno for congestion
+// control: both ends are loopback (sock.LocalReno says why).
 
 import (
 	"os"
