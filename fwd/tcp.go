@@ -28,7 +28,7 @@ import (
 //     window offered to the namespace is the socket's free send space, so
 //     back-pressure reaches the namespace's sender. A socket whose peer is
 //     on this host gets reno for congestion control once the namespace has
-//     sent it sock.RenoAfter bytes (countToHost; sock.LocalReno says why).
+//     sent it sock.RenoAfter bytes (sock.LocalReno says why).
 //
 // Loss recovery is where pasta stalls: it offers no SACK and drops
 // out-of-order segments, so after a loss it recovers one segment per
@@ -129,8 +129,8 @@ type tcpConn struct {
 	// consumed with one discard at its end (see consume).
 	unconsumed uint32
 	// toHost counts the bytes the host socket took, up to
-	// sock.RenoAfter (countToHost).
-	toHost uint32
+	// sock.RenoAfter, when a peer on this host gets reno.
+	toHost sock.RenoCount
 	// recover is seqMax when we last rewound (RFC 6582's recovery point):
 	// duplicate ACKs below it are echoes of that loss, not a new one.
 	recover seqnum.Value
@@ -463,8 +463,8 @@ func (t *tcpTr) frames(e *Engine, idx int32, pkts []*packet) {
 		switch {
 		case err == nil:
 			c.seqFromNS = c.seqFromNS.Add(uint32(sent))
-			if c.toHost < sock.RenoAfter {
-				t.countToHost(e, idx, sent)
+			if c.toHost.Add(sent) {
+				e.sys.localReno(f.Fd, f.HostAddr())
 			}
 			if c.seqFromNS != want {
 				// The send buffer filled up: what did not fit is not
@@ -499,17 +499,6 @@ func (t *tcpTr) frames(e *Engine, idx int32, pkts []*packet) {
 		return
 	}
 	t.setDeadline(e, idx)
-}
-
-// countToHost counts n more bytes sent to the host socket; at
-// sock.RenoAfter, a connection to a peer on this host gets reno for
-// congestion control (sock.LocalReno says why).
-func (t *tcpTr) countToHost(e *Engine, idx int32, n int) {
-	c := t.conn(idx)
-	c.toHost += uint32(min(n, sock.RenoAfter))
-	if c.toHost >= sock.RenoAfter {
-		e.sys.localReno(e.flow(idx).Fd, e.flow(idx).HostAddr())
-	}
 }
 
 // ack processes the acknowledgement and window of a segment from the

@@ -61,7 +61,7 @@ type tcpConn struct {
 	// moved counts the bytes direction i wrote, up to sock.RenoAfter:
 	// then its sink gets reno (sock.SetReno; both ends of a spliced
 	// connection are loopback).
-	moved [2]uint32
+	moved [2]sock.RenoCount
 }
 
 type tcpDir struct {
@@ -264,11 +264,8 @@ func (f *Forwarder) tcpMove(c *tcpConn, i int) (more, ok bool) {
 			case n > 0:
 				p.n -= int(n)
 				moved = true
-				if c.moved[i] < sock.RenoAfter {
-					c.moved[i] += uint32(min(n, sock.RenoAfter))
-					if c.moved[i] >= sock.RenoAfter {
-						_ = sock.SetReno(dst)
-					}
+				if c.moved[i].Add(int(n)) {
+					_ = sock.SetReno(dst)
 				}
 				f.ctr.tcpBytes[i].Add(uint64(n))
 				c.last = f.now

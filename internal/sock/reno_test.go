@@ -32,6 +32,29 @@ func TestLocalPeer(t *testing.T) {
 	}
 }
 
+// TestRenoCount: Add reports the count reaching RenoAfter once, however
+// the bytes come.
+func TestRenoCount(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		adds  []int
+		which int // the Add that reports true; -1: none
+	}{
+		{"small", []int{100, 200, 4096}, -1},
+		{"exactly", []int{RenoAfter - 1, 1, 1}, 1},
+		{"in one", []int{10 * RenoAfter, 5, RenoAfter}, 0},
+		{"in halves", []int{RenoAfter / 2, RenoAfter / 2, RenoAfter / 2}, 1},
+		{"huge first", []int{1 << 40}, 0},
+	} {
+		var r RenoCount
+		for i, n := range tc.adds {
+			if got, want := r.Add(n), i == tc.which; got != want {
+				t.Errorf("%s: Add #%d (%d): got %v, want %v", tc.name, i, n, got, want)
+			}
+		}
+	}
+}
+
 // TestLocalReno: a socket connected over loopback gets reno; told that its
 // peer is an address it does not have as its source, it keeps the host's
 // default.

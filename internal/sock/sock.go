@@ -133,9 +133,23 @@ func (a *Acceptor) accept(fd int) (int, netip.AddrPort, error) {
 
 // RenoAfter is how many bytes a TCP connection of ours carries toward a
 // peer on this host before it gets reno for congestion control (LocalReno,
-// SetReno): a bulk transfer is past it within a millisecond, and requests
-// and answers, which stay below it, cost no system call for it.
+// SetReno): a bulk transfer passes it at once, and requests and answers,
+// which stay below it, cost no system call for it.
 const RenoAfter = 256 << 10
+
+// RenoCount counts the bytes one direction of a connection sent, up to
+// RenoAfter.
+type RenoCount uint32
+
+// Add counts n more bytes and reports whether they took the count to
+// RenoAfter: true once per count, when the connection is due its reno.
+func (r *RenoCount) Add(n int) bool {
+	if *r >= RenoAfter {
+		return false
+	}
+	*r += RenoCount(min(n, RenoAfter))
+	return *r >= RenoAfter
+}
 
 // LocalReno sets the congestion control of TCP socket fd, connected to
 // dst, to reno when dst is on this host: a loopback address, or one the
@@ -144,10 +158,10 @@ const RenoAfter = 256 << 10
 // for the source address.
 //
 // Such a connection crosses no network, so there is no one to be fair
-// to, while the host's default may pace its segments (bbr, the default
+// to, while the host's default may pace its segments: bbr, the default
 // on many machines, paces every one by a timer of its own and keeps the
-// window near a bandwidth-delay product measured in microseconds): the
-// data of a bulk transfer waited in the send buffer, and the namespace's
+// window near a bandwidth-delay product measured in microseconds, so a
+// bulk transfer's data waits in the send buffer, and the namespace's
 // sender on the window that buffer offers. Set on an established
 // connection, the kernel initialises reno in place of the default
 // (tcp_reinit_congestion_control). reno is allowed to every user
