@@ -11,6 +11,7 @@ import (
 	"os"
 
 	"github.com/jsimonetti/rtnetlink/v2"
+	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -59,6 +60,14 @@ type NetConfig struct {
 	// unless Routes already has one.
 	Gateway4, Gateway6 netip.Addr
 	Up                 bool
+	// CongestionControl, when not empty, names the TCP congestion control
+	// (RTAX_CC_ALGO, Linux 4.0) on every route through the interface: the
+	// routes added here and the ones the kernel made for the addresses
+	// and for fe80::/64. A connection the namespace opens or accepts over
+	// them starts with this algorithm instead of the namespace's default;
+	// setsockopt(TCP_CONGESTION) still chooses another. A name the kernel
+	// does not know (EINVAL) leaves the routes without one.
+	CongestionControl string
 }
 
 // ConfigureInterface applies nc to the interface nc.Ifindex in the current
@@ -127,12 +136,106 @@ func ConfigureInterface(nc NetConfig) error {
 			// the copied addresses; the kernel would refuse the route.
 			r.Src = netip.Addr{}
 		}
-		err := c.Route.Add(routeMessage(r, nc.Ifindex))
+		err := addRoute(c, routeMessage(r, nc.Ifindex), nc.CongestionControl)
 		if err != nil && !errors.Is(err, unix.EEXIST) {
 			return fmt.Errorf("ns: add route %s on %s: %w", r, name, err)
 		}
 	}
+	if nc.CongestionControl == "" {
+		return nil
+	}
+	// Best effort, as the kernel's routes work without it: one that is
+	// missing (IPv6 off, a down link) or refuses the name stays as it is.
+	for _, r := range kernelRoutes(nc) {
+		_ = replaceRoute(c, routeMessage(r, nc.Ifindex), nc.CongestionControl)
+	}
 	return nil
+}
+
+// kernelRoutes are the routes the kernel adds by itself on an up link, as
+// it adds them: a prefix route per address that has one (IPv4 with link
+// scope and the address as preferred source, IPv6 at metric 256), and
+// fe80::/64 for the link-local address.
+func kernelRoutes(nc NetConfig) []Route {
+	var out []Route
+	for _, p := range nc.Addrs {
+		if !p.IsValid() || p.Bits() == p.Addr().BitLen() {
+			continue
+		}
+		a := p.Addr().Unmap()
+		r := Route{Dst: netip.PrefixFrom(a, p.Bits()).Masked(), Protocol: unix.RTPROT_KERNEL}
+		if a.Is4() {
+			r.Src, r.Scope = a, unix.RT_SCOPE_LINK
+		} else {
+			r.Metric = ip6AddrconfMetric
+		}
+		out = append(out, r)
+	}
+	return append(out, Route{Dst: netip.MustParsePrefix("fe80::/64"), Protocol: unix.RTPROT_KERNEL, Metric: ip6AddrconfMetric})
+}
+
+// ip6AddrconfMetric is the metric of the IPv6 routes the kernel adds for
+// addresses (IP6_RT_PRIO_ADDRCONF).
+const ip6AddrconfMetric = 256
+
+// addRoute adds m, naming the congestion control cc if not empty; a kernel
+// that refuses cc (EINVAL) gets the route without it.
+func addRoute(c *rtnetlink.Conn, m *rtnetlink.RouteMessage, cc string) error {
+	if cc == "" {
+		return c.Route.Add(m)
+	}
+	err := executeRoute(c, m, cc, netlink.Create|netlink.Excl)
+	if errors.Is(err, unix.EINVAL) {
+		return c.Route.Add(m)
+	}
+	return err
+}
+
+// replaceRoute replaces the route m names, which must exist, with m and
+// the congestion control cc.
+func replaceRoute(c *rtnetlink.Conn, m *rtnetlink.RouteMessage, cc string) error {
+	return executeRoute(c, m, cc, netlink.Replace)
+}
+
+func executeRoute(c *rtnetlink.Conn, m *rtnetlink.RouteMessage, cc string, flags netlink.HeaderFlags) error {
+	_, err := c.Execute(ccRoute{m, cc}, unix.RTM_NEWROUTE, netlink.Request|netlink.Acknowledge|flags)
+	return err
+}
+
+// ccRoute is a route message whose RTA_METRICS also carries RTAX_CC_ALGO,
+// which rtnetlink.RouteMetrics has no field for. Embedding the message
+// keeps it an rtnetlink.Message.
+type ccRoute struct {
+	*rtnetlink.RouteMessage
+	cc string
+}
+
+// MarshalBinary encodes the message with one RTA_METRICS: the embedded
+// message's MTU and advertised MSS, if any, and the congestion control.
+func (m ccRoute) MarshalBinary() ([]byte, error) {
+	plain := *m.RouteMessage
+	mt := plain.Attributes.Metrics
+	plain.Attributes.Metrics = nil
+	b, err := plain.MarshalBinary()
+	if err != nil {
+		return nil, err
+	}
+	ae := netlink.NewAttributeEncoder()
+	ae.Nested(unix.RTA_METRICS, func(nae *netlink.AttributeEncoder) error {
+		if mt != nil && mt.MTU != 0 {
+			nae.Uint32(unix.RTAX_MTU, mt.MTU)
+		}
+		if mt != nil && mt.AdvMSS != 0 {
+			nae.Uint32(unix.RTAX_ADVMSS, mt.AdvMSS)
+		}
+		nae.String(unix.RTAX_CC_ALGO, m.cc)
+		return nil
+	})
+	a, err := ae.Encode()
+	if err != nil {
+		return nil, err
+	}
+	return append(b, a...), nil
 }
 
 // orderRoutes returns the routes to add: direct ones first, then those with

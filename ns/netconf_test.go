@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -39,6 +40,10 @@ type ipRoute struct {
 	Via     *struct {
 		Host string `json:"host"`
 	} `json:"via"`
+	Metrics []struct {
+		MTU        int    `json:"mtu"`
+		Congestion string `json:"congestion"`
+	} `json:"metrics"`
 }
 
 func ipLinks(t *testing.T) map[string]ipLink {
@@ -55,7 +60,7 @@ func ipLinks(t *testing.T) map[string]ipLink {
 	return m
 }
 
-// ipRoutes returns "dst [via gw] dev X" for the main table of family.
+// ipRoutes returns "dst [via gw] dev X [src A] [congctl C]" for the main table of family.
 func ipRoutes(t *testing.T, family string) []string {
 	t.Helper()
 	var rs []ipRoute
@@ -72,7 +77,19 @@ func ipRoutes(t *testing.T, family string) []string {
 		if r.Via != nil {
 			k += " via " + r.Via.Host
 		}
-		keys = append(keys, k+" dev "+r.Dev)
+		k += " dev " + r.Dev
+		if r.PrefSrc != "" {
+			k += " src " + r.PrefSrc
+		}
+		for _, m := range r.Metrics {
+			if m.MTU != 0 {
+				k += fmt.Sprintf(" mtu %d", m.MTU)
+			}
+			if m.Congestion != "" {
+				k += " congctl " + m.Congestion
+			}
+		}
+		keys = append(keys, k)
 	}
 	slices.Sort(keys)
 	return keys
@@ -129,7 +146,7 @@ func TestConfigureInterface(t *testing.T) {
 			},
 			wantAddrs: []string{"192.0.2.1/24", "2001:db8::1/64"},
 			wantRoute4: []string{
-				"192.0.2.0/24 dev eth0",
+				"192.0.2.0/24 dev eth0 src 192.0.2.1",
 				"198.51.100.0/24 via 192.0.2.253 dev eth0",
 				"default via 192.0.2.254 dev eth0",
 			},
@@ -152,7 +169,7 @@ func TestConfigureInterface(t *testing.T) {
 			},
 			wantAddrs: []string{"10.0.2.100/24"},
 			wantRoute4: []string{
-				"10.0.2.0/24 dev eth0",
+				"10.0.2.0/24 dev eth0 src 10.0.2.100",
 				"198.51.100.0/24 via 10.0.2.3 dev eth0",
 				"default via 10.0.2.2 dev eth0",
 			},
@@ -170,8 +187,62 @@ func TestConfigureInterface(t *testing.T) {
 				}
 			},
 			wantAddrs:  []string{"192.0.2.1/24", "2001:db8::1/64"},
-			wantRoute4: []string{"192.0.2.0/24 dev eth0", "198.18.0.0/24 via 2001:db8::fd dev eth0"},
+			wantRoute4: []string{"192.0.2.0/24 dev eth0 src 192.0.2.1", "198.18.0.0/24 via 2001:db8::fd dev eth0"},
 			wantRoute6: []string{"2001:db8::/64 dev eth0", "fe80::/64 dev eth0"},
+			wantMTU:    1500,
+		},
+		{
+			// Every route through the interface names the congestion
+			// control: the added ones (direct, gatewayed, default, with
+			// an MTU) and those the kernel made, which keep their
+			// preferred source.
+			name: "congestion control",
+			nc: func(ifindex int) ns.NetConfig {
+				return ns.NetConfig{
+					Ifindex: ifindex,
+					Addrs:   pfx("192.0.2.1/24", "2001:db8::1/64", "198.18.0.9/32"),
+					Routes: []ns.Route{
+						{Dst: netip.MustParsePrefix("198.51.100.0/24"), Gateway: addr("192.0.2.253"), MTU: 1400},
+						{Dst: netip.MustParsePrefix("203.0.113.0/24")},
+					},
+					Gateway4: addr("192.0.2.254"), Gateway6: addr("fe80::1"),
+					Up: true, CongestionControl: "reno",
+				}
+			},
+			wantAddrs: []string{"192.0.2.1/24", "198.18.0.9/32", "2001:db8::1/64"},
+			wantRoute4: []string{
+				"192.0.2.0/24 dev eth0 src 192.0.2.1 congctl reno",
+				"198.51.100.0/24 via 192.0.2.253 dev eth0 mtu 1400 congctl reno",
+				"203.0.113.0/24 dev eth0 congctl reno",
+				"default via 192.0.2.254 dev eth0 congctl reno",
+			},
+			wantRoute6: []string{
+				"2001:db8::/64 dev eth0 congctl reno",
+				"default via fe80::1 dev eth0 congctl reno",
+				"fe80::/64 dev eth0 congctl reno",
+			},
+			wantMTU: 1500,
+		},
+		{
+			// A name the kernel does not know: the routes are added
+			// without it.
+			name: "unknown congestion control",
+			nc: func(ifindex int) ns.NetConfig {
+				return ns.NetConfig{
+					Ifindex:  ifindex,
+					Addrs:    pfx("192.0.2.1/24"),
+					Routes:   []ns.Route{{Dst: netip.MustParsePrefix("198.51.100.0/24"), Gateway: addr("192.0.2.253")}},
+					Gateway4: addr("192.0.2.254"),
+					Up:       true, CongestionControl: "no-such-algorithm",
+				}
+			},
+			wantAddrs: []string{"192.0.2.1/24"},
+			wantRoute4: []string{
+				"192.0.2.0/24 dev eth0 src 192.0.2.1",
+				"198.51.100.0/24 via 192.0.2.253 dev eth0",
+				"default via 192.0.2.254 dev eth0",
+			},
+			wantRoute6: []string{"fe80::/64 dev eth0"},
 			wantMTU:    1500,
 		},
 	} {
@@ -249,6 +320,8 @@ func TestConfigureInterfaceErrors(t *testing.T) {
 		{"bad MAC", ns.NetConfig{Ifindex: 1, MAC: mustMAC("02:00:00:00:00:00:00:01")}, "not 6 bytes"},
 		{"bad MTU", ns.NetConfig{Ifindex: 1, MTU: 1 << 20}, "out of range"},
 		{"bad route gateway", ns.NetConfig{Ifindex: 1, Up: true,
+			Routes: []ns.Route{{Dst: netip.MustParsePrefix("198.51.100.0/24"), Gateway: addr("203.0.113.9")}}}, "198.51.100.0/24"},
+		{"bad route gateway, with a congestion control", ns.NetConfig{Ifindex: 1, Up: true, CongestionControl: "reno",
 			Routes: []ns.Route{{Dst: netip.MustParsePrefix("198.51.100.0/24"), Gateway: addr("203.0.113.9")}}}, "198.51.100.0/24"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -233,6 +233,16 @@ func (r *run) plan() error {
 	return nil
 }
 
+// nsCongestionControl is the TCP congestion control the namespace's routes
+// through the TAP name (--config-net). A connection over them ends at
+// gopasta's sockets a few microseconds away; the host socket's congestion
+// control is the one that meets the network. A pacing algorithm there
+// (bbr, the default of many hosts, which a new namespace inherits) paces
+// against bandwidth samples that gopasta's batched acknowledgements make
+// noisy and holds the link well below what it carries; reno sends what
+// the window allows, and the window is the host socket's free space.
+const nsCongestionControl = "reno"
+
 // link spawns the command's namespaces (spawn mode) or finds the one to
 // join, enters it, and there brings lo up, opens the data link (link.go)
 // and configures the interface (--config-net).
@@ -309,11 +319,12 @@ func (r *run) link() error {
 			return nil
 		}
 		return ns.ConfigureInterface(ns.NetConfig{
-			Ifindex: d.Index(),
-			MTU:     plan.MTU,
-			Addrs:   plan.Addrs,
-			Routes:  plan.Routes,
-			Up:      true,
+			Ifindex:           d.Index(),
+			MTU:               plan.MTU,
+			Addrs:             plan.Addrs,
+			Routes:            plan.Routes,
+			Up:                true,
+			CongestionControl: nsCongestionControl,
 		})
 	})
 	return err
