@@ -61,6 +61,7 @@ func TestConfigNet(t *testing.T) {
 			wantDefault(t, v.routes4, "192.0.2.254", "eth0")
 			wantDefault(t, v.routes6, "2001:db8::fe", "eth0")
 			wantUp(t, wantLink(t, v, "lo"), true)
+			wantCongestion(t, v, "eth0", "reno")
 		}},
 		{"mtu1500", []string{"--config-net", "-m", "1500"}, func(t *testing.T, v nsView) {
 			wantMTU(t, wantLink(t, v, "eth0"), 1500)
@@ -86,6 +87,7 @@ func TestConfigNet(t *testing.T) {
 				t.Errorf("IPv4 addresses: got %v, want exactly [10.0.2.100/24]", got4)
 			}
 			wantDefault(t, v.routes4, "10.0.2.2", "eth0")
+			wantCongestion(t, v, "eth0", "reno")
 		}},
 		{"unconfigured", nil, func(t *testing.T, v nsView) {
 			wantUp(t, wantLink(t, v, "lo"), true)
@@ -147,6 +149,27 @@ func wantUp(t *testing.T, l nstest.Link, want bool) {
 	t.Helper()
 	if got := l.Up(); got != want {
 		t.Errorf("%s UP: got %v (flags %v), want %v", l.IfName, got, l.Flags, want)
+	}
+}
+
+// wantCongestion checks that every route through dev names the congestion
+// control cc, and that there is at least one per family.
+func wantCongestion(t *testing.T, v nsView, dev, cc string) {
+	t.Helper()
+	for _, rs := range [][]nstest.Route{v.routes4, v.routes6} {
+		n := 0
+		for _, r := range rs {
+			if r.Dev != dev {
+				continue
+			}
+			n++
+			if !strings.HasSuffix(r.String(), " congctl "+cc) {
+				t.Errorf("route %q: got no congctl %s", r, cc)
+			}
+		}
+		if n == 0 {
+			t.Errorf("routes: got none through %s in %v", dev, rs)
+		}
 	}
 }
 

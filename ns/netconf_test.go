@@ -2,9 +2,7 @@ package ns_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -18,98 +16,33 @@ import (
 	"github.com/gopasta/gopasta/tap"
 )
 
-type ipLink struct {
-	IfName   string   `json:"ifname"`
-	Flags    []string `json:"flags"`
-	MTU      int      `json:"mtu"`
-	Address  string   `json:"address"`
-	AddrInfo []struct {
-		Family    string `json:"family"`
-		Local     string `json:"local"`
-		PrefixLen int    `json:"prefixlen"`
-		Scope     string `json:"scope"`
-		Tentative bool   `json:"tentative"`
-	} `json:"addr_info"`
-}
-
-type ipRoute struct {
-	Dst     string `json:"dst"`
-	Gateway string `json:"gateway"`
-	Dev     string `json:"dev"`
-	PrefSrc string `json:"prefsrc"`
-	Via     *struct {
-		Host string `json:"host"`
-	} `json:"via"`
-	Metrics []struct {
-		MTU        int    `json:"mtu"`
-		Congestion string `json:"congestion"`
-	} `json:"metrics"`
-}
-
-func ipLinks(t *testing.T) map[string]ipLink {
+func ipLinks(t *testing.T) map[string]nstest.Link {
 	t.Helper()
-	var ls []ipLink
-	out := tmplIP(t, "-j", "addr")
-	if err := json.Unmarshal([]byte(out), &ls); err != nil {
-		t.Fatalf("ip -j addr: %v\n%s", err, out)
+	ls, err := nstest.ParseLinks(tmplIP(t, "-j", "addr"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	m := map[string]ipLink{}
+	m := map[string]nstest.Link{}
 	for _, l := range ls {
 		m[l.IfName] = l
 	}
 	return m
 }
 
-// ipRoutes returns "dst [via gw] dev X [src A] [congctl C]" for the main table of family.
+// ipRoutes returns the main table of family as nstest.Route's strings,
+// sorted.
 func ipRoutes(t *testing.T, family string) []string {
 	t.Helper()
-	var rs []ipRoute
-	out := tmplIP(t, "-j", family, "route", "show", "table", "main")
-	if err := json.Unmarshal([]byte(out), &rs); err != nil {
-		t.Fatalf("ip -j %s route: %v\n%s", family, err, out)
+	rs, err := nstest.ParseRoutes(tmplIP(t, "-j", family, "route", "show", "table", "main"))
+	if err != nil {
+		t.Fatal(err)
 	}
 	var keys []string
 	for _, r := range rs {
-		k := r.Dst
-		if r.Gateway != "" {
-			k += " via " + r.Gateway
-		}
-		if r.Via != nil {
-			k += " via " + r.Via.Host
-		}
-		k += " dev " + r.Dev
-		if r.PrefSrc != "" {
-			k += " src " + r.PrefSrc
-		}
-		for _, m := range r.Metrics {
-			if m.MTU != 0 {
-				k += fmt.Sprintf(" mtu %d", m.MTU)
-			}
-			if m.Congestion != "" {
-				k += " congctl " + m.Congestion
-			}
-		}
-		keys = append(keys, k)
+		keys = append(keys, r.String())
 	}
 	slices.Sort(keys)
 	return keys
-}
-
-func (l ipLink) up() bool { return slices.Contains(l.Flags, "UP") }
-
-func (l ipLink) global() (addrs []string, tentative []string) {
-	for _, a := range l.AddrInfo {
-		if a.Scope != "global" {
-			continue
-		}
-		s := netip.PrefixFrom(netip.MustParseAddr(a.Local), a.PrefixLen).String()
-		addrs = append(addrs, s)
-		if a.Tentative {
-			tentative = append(tentative, s)
-		}
-	}
-	slices.Sort(addrs)
-	return addrs, tentative
 }
 
 // TestConfigureInterface copies a host template into a second namespace,
@@ -270,14 +203,14 @@ func TestConfigureInterface(t *testing.T) {
 			}
 
 			links := ipLinks(t)
-			if lo := links["lo"]; !lo.up() {
+			if lo := links["lo"]; !lo.Up() {
 				t.Errorf("lo flags: got %v, want UP", lo.Flags)
 			}
 			l, ok := links[d.Name()]
 			if !ok {
 				t.Fatalf("links: no %s in %v", d.Name(), links)
 			}
-			if !l.up() {
+			if !l.Up() {
 				t.Errorf("%s flags: got %v, want UP", d.Name(), l.Flags)
 			}
 			if l.MTU != tc.wantMTU {
@@ -286,7 +219,8 @@ func TestConfigureInterface(t *testing.T) {
 			if nc.MAC != nil && l.Address != nc.MAC.String() {
 				t.Errorf("%s MAC: got %s, want %s", d.Name(), l.Address, nc.MAC)
 			}
-			addrs, tentative := l.global()
+			addrs, tentative := l.GlobalAddrs(), l.TentativeAddrs()
+			slices.Sort(addrs)
 			if !slices.Equal(addrs, tc.wantAddrs) {
 				t.Errorf("%s addresses: got %v, want %v", d.Name(), addrs, tc.wantAddrs)
 			}

@@ -39,6 +39,39 @@ type Route struct {
 	Scope    string   `json:"scope"`
 	PrefSrc  string   `json:"prefsrc"`
 	Flags    []string `json:"flags"`
+	// Via is a next hop of the other family (RTA_VIA).
+	Via *struct {
+		Host string `json:"host"`
+	} `json:"via"`
+	Metrics []struct {
+		MTU        int    `json:"mtu"`
+		Congestion string `json:"congestion"` // ip-route(8)'s congctl
+	} `json:"metrics"`
+}
+
+// String formats r as "DST [via GW] dev DEV [src ADDR] [mtu N] [congctl
+// NAME]", for comparisons with ip-route(8)'s words.
+func (r Route) String() string {
+	s := r.Dst
+	if r.Gateway != "" {
+		s += " via " + r.Gateway
+	}
+	if r.Via != nil {
+		s += " via " + r.Via.Host
+	}
+	s += " dev " + r.Dev
+	if r.PrefSrc != "" {
+		s += " src " + r.PrefSrc
+	}
+	for _, m := range r.Metrics {
+		if m.MTU != 0 {
+			s += fmt.Sprintf(" mtu %d", m.MTU)
+		}
+		if m.Congestion != "" {
+			s += " congctl " + m.Congestion
+		}
+	}
+	return s
 }
 
 // ParseLinks parses `ip -j addr` or `ip -j link` output.
@@ -77,6 +110,18 @@ func (l Link) GlobalAddrs() []string {
 	var out []string
 	for _, a := range l.AddrInfo {
 		if a.Scope == "global" {
+			out = append(out, fmt.Sprintf("%s/%d", a.Local, a.PrefixLen))
+		}
+	}
+	return out
+}
+
+// TentativeAddrs returns the link's addresses still in duplicate address
+// detection, as "ADDR/LEN".
+func (l Link) TentativeAddrs() []string {
+	var out []string
+	for _, a := range l.AddrInfo {
+		if a.Tentative {
 			out = append(out, fmt.Sprintf("%s/%d", a.Local, a.PrefixLen))
 		}
 	}
