@@ -118,7 +118,7 @@ func flags() []cli.Flag {
 		boolFlag(catNamespace, "netns-only", "", "Join only the network namespace, not a user namespace (implied by --netns without --userns); with a command, create no user namespace: its namespaces belong to gopasta's own, which needs CAP_SYS_ADMIN there"),
 		boolFlag(catNamespace, "no-netns-quit", "", "Keep running when the target namespace goes away"),
 		boolFlag(catNamespace, "oci-hook", "", "Run as an OCI runtime hook (createRuntime or prestart): read the container's state from standard input and attach to its PID, adding the options in its io.gopasta.args annotation"),
-		boolFlag(catNamespace, "config-net", "", "Configure addresses, routes and link state in the namespace"),
+		boolFlag(catNamespace, "config-net", "", "Configure addresses, routes and link state in the namespace; the routes name reno as TCP congestion control"),
 		boolFlag(catNamespace, "no-copy-routes", "", "Deprecated: with --config-net, set up only the default route"),
 		boolFlag(catNamespace, "no-copy-addrs", "", "Deprecated: with --config-net, set up only one address"),
 		stringFlag(catNamespace, "ns-mac-addr", "", "MAC address `ADDR` of the tap interface in the namespace", "chosen by the kernel"),
