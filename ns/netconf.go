@@ -147,7 +147,7 @@ func ConfigureInterface(nc NetConfig) error {
 	// Best effort, as the kernel's routes work without it: one that is
 	// missing (IPv6 off, a down link) or refuses the name stays as it is.
 	for _, r := range kernelRoutes(nc) {
-		_ = replaceRoute(c, routeMessage(r, nc.Ifindex), nc.CongestionControl)
+		_ = executeRoute(c, routeMessage(r, nc.Ifindex), nc.CongestionControl, netlink.Replace)
 	}
 	return nil
 }
@@ -191,12 +191,8 @@ func addRoute(c *rtnetlink.Conn, m *rtnetlink.RouteMessage, cc string) error {
 	return err
 }
 
-// replaceRoute replaces the route m names, which must exist, with m and
-// the congestion control cc.
-func replaceRoute(c *rtnetlink.Conn, m *rtnetlink.RouteMessage, cc string) error {
-	return executeRoute(c, m, cc, netlink.Replace)
-}
-
+// executeRoute sends m as RTM_NEWROUTE with cc and flags: Create|Excl
+// adds, Replace (without Create) replaces a route that must exist.
 func executeRoute(c *rtnetlink.Conn, m *rtnetlink.RouteMessage, cc string, flags netlink.HeaderFlags) error {
 	_, err := c.Execute(ccRoute{m, cc}, unix.RTM_NEWROUTE, netlink.Request|netlink.Acknowledge|flags)
 	return err
