@@ -19,7 +19,7 @@ type counters struct {
 	rxKicks, txKicks     atomic.Uint64
 	rxCalls, txCalls     atomic.Uint64
 	rxDropped, txFull    atomic.Uint64
-	rxPolled, rxRearmed  atomic.Uint64
+	rxPolled, rxArmed    atomic.Uint64
 	rxRefills, txBatches atomic.Uint64
 }
 
@@ -29,7 +29,7 @@ func (c *counters) snapshot() Stats {
 		RxKicks: c.rxKicks.Load(), TxKicks: c.txKicks.Load(),
 		RxCalls: c.rxCalls.Load(), TxCalls: c.txCalls.Load(),
 		RxDropped: c.rxDropped.Load(), TxFull: c.txFull.Load(),
-		RxPolled: c.rxPolled.Load(), RxRearmed: c.rxRearmed.Load(),
+		RxPolled: c.rxPolled.Load(), RxArmed: c.rxArmed.Load(),
 		RxRefills: c.rxRefills.Load(), TxBatches: c.txBatches.Load(),
 	}
 }
@@ -212,10 +212,10 @@ func (q *rxQueue) read(bufs [][]byte, sizes []int) (int, error) {
 			// Half a frame: ask for the call that completes it, and only
 			// go round again once it has.
 			q.r.armCallAfter(waitFor)
+			q.stats.rxArmed.Add(1)
 			if q.r.pending() >= waitFor {
 				continue
 			}
-			q.stats.rxRearmed.Add(1)
 			return n, nil
 		}
 		if n == 0 {
@@ -229,11 +229,12 @@ func (q *rxQueue) read(bufs [][]byte, sizes []int) (int, error) {
 				return 0, fmt.Errorf("vhostkern: RX call eventfd: %w", err)
 			}
 		}
-		if q.r.armCall() {
+		armed := q.r.armCall()
+		q.stats.rxArmed.Add(1)
+		if armed {
 			q.r.disarmCall()
 			continue
 		}
-		q.stats.rxRearmed.Add(1)
 		return n, nil
 	}
 }

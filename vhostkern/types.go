@@ -43,7 +43,7 @@ type Stats struct {
 	RxDropped          uint64 // frames longer than the caller's buffer (RX queue only; TAP reads truncate)
 	TxFull             uint64 // WriteBatch calls cut short by a full queue
 	RxPolled           uint64 // empty-queue polls that found a frame before re-arming
-	RxRearmed          uint64 // times ReadBatch re-armed the call and reported nothing
+	RxArmed            uint64 // times ReadBatch asked for a call; with EVENT_IDX the kernel sends at most one per request
 	RxRefills          uint64 // batches of RX buffers handed back
 	TxBatches          uint64 // WriteBatch calls that published frames
 }

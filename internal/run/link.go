@@ -233,7 +233,7 @@ func vhostStatAttrs(s vhostkern.Stats) []any {
 		"tx_frames", s.TxFrames, "tx_kicks", s.TxKicks, "tx_calls", s.TxCalls,
 		"tx_notify_per_frame", perFrame(s.TxKicks+s.TxCalls, s.TxFrames),
 		"rx_dropped", s.RxDropped, "tx_full", s.TxFull,
-		"rx_polled", s.RxPolled, "rx_rearmed", s.RxRearmed,
+		"rx_polled", s.RxPolled, "rx_armed", s.RxArmed,
 	}
 }
 
