@@ -347,14 +347,14 @@ func TestVhostNotifications(t *testing.T) {
 		t.Fatalf("got %d of 20000 datagrams through the RX queue, want at least 2000 (RX stalled?); %v", frames, m)
 	}
 	// Suppression, exactly: with EVENT_IDX the kernel signals at most once
-	// per request for a call (the ring's initial used_event, then one per
-	// time the reader found the queue dry).
+	// per request for a call (the ring's initial used_event, then one each
+	// time the reader stops short of a full batch).
 	if calls, armed := statNum(t, m, "rx_calls"), statNum(t, m, "rx_armed"); calls > armed+1 {
 		t.Errorf("got %d RX calls for %d requests, want at most one each (plus the initial one)", calls, armed)
 	}
 	// How often the reader finds the queue dry depends on how the guest
-	// schedules flood, vhost's thread and gopasta (0.013 to 0.108 per
-	// frame in runs so far): the bound proves batching, not a rate.
+	// schedules flood, vhost's thread and gopasta, so this bound is loose:
+	// it proves batching, not a rate.
 	if notes*2 > frames {
 		t.Errorf("got %d RX notifications for %d frames, want fewer than one per two frames", notes, frames)
 	}

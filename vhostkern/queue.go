@@ -229,9 +229,9 @@ func (q *rxQueue) read(bufs [][]byte, sizes []int) (int, error) {
 				return 0, fmt.Errorf("vhostkern: RX call eventfd: %w", err)
 			}
 		}
-		armed := q.r.armCall()
+		arrived := q.r.armCall()
 		q.stats.rxArmed.Add(1)
-		if armed {
+		if arrived {
 			q.r.disarmCall()
 			continue
 		}
