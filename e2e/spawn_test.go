@@ -169,7 +169,7 @@ func wantCongestion(t *testing.T, v nsView, dev, cc string) {
 				continue
 			}
 			n++
-			if !strings.HasSuffix(r.String(), " congctl "+cc) {
+			if !slices.ContainsFunc(r.Metrics, func(m nstest.RouteMetric) bool { return m.Congestion == cc }) {
 				t.Errorf("route %q: got no congctl %s", r, cc)
 			}
 		}

@@ -143,8 +143,8 @@ func TestNotificationLoad(t *testing.T) {
 			// suppression leaves a handful. With the sender on its own
 			// thread the reader often empties the ring and re-arms, and
 			// how often the next frame then finds it waiting depends on
-			// how the two threads are scheduled (0.19 and 0.26 per
-			// frame in two runs): the bound proves suppression, not a rate.
+			// how the two threads are scheduled, so that bound is loose:
+			// it proves suppression, not a rate.
 			limit := frames / 4
 			if concurrent {
 				limit = frames / 2

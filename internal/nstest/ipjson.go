@@ -43,10 +43,13 @@ type Route struct {
 	Via *struct {
 		Host string `json:"host"`
 	} `json:"via"`
-	Metrics []struct {
-		MTU        int    `json:"mtu"`
-		Congestion string `json:"congestion"` // ip-route(8)'s congctl
-	} `json:"metrics"`
+	Metrics []RouteMetric `json:"metrics"`
+}
+
+// RouteMetric is one element of a route's metrics (RTA_METRICS).
+type RouteMetric struct {
+	MTU        int    `json:"mtu"`
+	Congestion string `json:"congestion"` // ip-route(8)'s congctl
 }
 
 // String formats r as "DST [via GW] dev DEV [src ADDR] [mtu N] [congctl
